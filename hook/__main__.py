@@ -1,0 +1,5 @@
+import sys
+
+from hook.cli import main
+
+sys.exit(main())

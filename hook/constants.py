@@ -1,0 +1,34 @@
+"""Every timing and size constant of the drain, named once, each with the reason for its value.
+
+The hook and the sidecar import these; nothing restates them. The first four are the
+operator's own constants (spec "Drain window"); the rest are ours.
+"""
+
+# Every supported router drops a replica on its deletion timestamp, but one may pick it
+# in the instant before it learns of the delete; the first 5 s is where that request lands.
+ROUTE_WAIT_S = 5.0
+
+# The hook returns at G - 5 at the latest, leaving the engine 5 s after SIGTERM to exit
+# before kubelet's SIGKILL at G.
+EXIT_RESERVE_S = 5.0
+
+# The operator's default terminationGracePeriodSeconds, and the range its admission takes.
+DEFAULT_GRACE_S = 30.0
+ADMITTED_GRACE_MIN_S = 15.0
+ADMITTED_GRACE_MAX_S = 3600.0
+
+# One loopback GET a second: an idle replica leaves ~1 s after the route wait (two idle
+# reads), and a busy engine sees one small scrape a second, less than Prometheus' own.
+POLL_INTERVAL_S = 1.0
+
+# A loopback read that has not finished in 2 s is an engine too busy to answer: count it as
+# busy rather than wait longer, so the poll keeps its 1 s cadence within a read or two.
+READ_TIMEOUT_S = 2.0
+
+# vLLM serves ~50 KB idle and ~500 KB with many LoRA adapters or DP ranks; 8x the large case
+# leaves room to grow while a runaway body cannot make the hook hold tens of MB.
+MAX_BODY_BYTES = 4 * 1024 * 1024
+
+# Two consecutive idle reads on complete envelopes: a single unlucky zero (a request between
+# its arrival and its admission to the queue) cannot end the drain.
+IDLE_READS_REQUIRED = 2

@@ -1,0 +1,117 @@
+"""Which engine, and which role, a replica runs: from flags, the engine's command line, or its metrics.
+
+The hook runs inside the engine container, so /proc shows the engine's own argv: that is the
+most direct evidence (it is also what the operator's protocol reads the role from). When the
+argv is not visible, the exposition says the rest: metric prefixes name the engine, SGLang's
+engine_type label names its role.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+
+from hook.gauges import EngineKind, Role
+
+
+@dataclass(frozen=True)
+class EngineHint:
+    """What is known about the engine before a read; None where the read must tell."""
+
+    kind: EngineKind | None = None
+    role: Role | None = None
+    port: int | None = None  # the engine's own --port, when its argv names one
+    tls: bool = False  # the engine's argv names a certificate (--ssl-certfile): it serves https
+    source: str = "none"  # "flag", "cmdline", "none"
+
+    def merged(self, fallback: "EngineHint") -> "EngineHint":
+        """Fill what this hint leaves open from a weaker one."""
+        return replace(
+            self,
+            kind=self.kind or fallback.kind,
+            role=self.role or fallback.role,
+            port=self.port if self.port is not None else fallback.port,
+            tls=self.tls or fallback.tls,
+            source=self.source if self.kind else fallback.source,
+        )
+
+
+def parse_role(value: str) -> Role:
+    try:
+        return Role(value.strip().lower())
+    except ValueError:
+        raise ValueError(f"disaggregation mode must be null, prefill or decode, got {value!r}") from None
+
+
+def parse_kind(value: str) -> EngineKind:
+    try:
+        return EngineKind(value.strip().lower())
+    except ValueError:
+        raise ValueError(f"engine must be vllm or sglang, got {value!r}") from None
+
+
+def hint_from_argv(argv: list[str]) -> EngineHint | None:
+    """Recognize `vllm serve …`, vLLM's api_server module, and SGLang's launch_server."""
+    kind = _kind_of(argv)
+    if kind is None:
+        return None
+    role = None
+    if kind is EngineKind.SGLANG:
+        mode = _flag_value(argv, "--disaggregation-mode")
+        role = Role.NULL
+        if mode in ("prefill", "decode"):
+            role = Role(mode)
+    port = _flag_value(argv, "--port")
+    return EngineHint(
+        kind=kind,
+        role=role,
+        port=int(port) if port and port.isdigit() and 0 < int(port) < 65536 else None,
+        tls=_flag_value(argv, "--ssl-certfile") is not None,
+        source="cmdline",
+    )
+
+
+def hint_from_proc(proc_root: str = "/proc") -> EngineHint:
+    """The engine hint from the processes visible here; none when zero or several engines differ."""
+    hints = set()
+    try:
+        pids = [p for p in os.listdir(proc_root) if p.isdigit()]
+    except OSError:
+        return EngineHint()
+    for pid in pids:
+        try:
+            with open(os.path.join(proc_root, pid, "cmdline"), "rb") as f:
+                raw = f.read(65536)
+        except OSError:
+            continue  # the process ended, or is not ours to read
+        argv = [a.decode("utf-8", "replace") for a in raw.split(b"\0") if a]
+        hint = hint_from_argv(argv)
+        if hint is not None:
+            hints.add(hint)
+    return hints.pop() if len(hints) == 1 else EngineHint()
+
+
+def _kind_of(argv: list[str]) -> EngineKind | None:
+    # A console script shows as [python, /path/vllm, serve, ...]; a binary as [vllm, serve, ...].
+    head = argv[:4]
+    for i, arg in enumerate(head):
+        base = os.path.basename(arg)
+        rest = argv[i + 1 : i + 2]
+        if base == "vllm" and rest == ["serve"]:
+            return EngineKind.VLLM
+        if base == "sglang" and rest == ["serve"]:
+            return EngineKind.SGLANG
+        if arg.startswith("vllm.entrypoints"):
+            return EngineKind.VLLM
+        if arg.startswith("sglang.launch_server") or base == "sglang.launch_server":
+            return EngineKind.SGLANG
+    return None
+
+
+def _flag_value(argv: list[str], flag: str) -> str | None:
+    for i, arg in enumerate(argv):
+        if arg == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(flag + "="):
+            return arg[len(flag) + 1 :]
+    return None

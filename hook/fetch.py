@@ -1,0 +1,183 @@
+"""One loopback GET of the engine's /metrics, bounded by a single deadline end to end.
+
+A socket timeout bounds each recv, not the read: an engine that drips one byte a second
+would hold a plain client forever. Here every recv gets only the time left, so connect,
+handshake, status line, headers and body together never outlast `timeout_s`. HTTP itself is
+parsed by the standard library's http.client (status line, headers, chunked bodies).
+"""
+
+from __future__ import annotations
+
+import http.client
+import io
+import socket
+import time
+from dataclasses import dataclass
+
+from hook import __version__
+from hook.outcome import ReadOutcome
+from hook.target import Target
+
+# Ask for the classic text format (what both engines serve by default); accept OpenMetrics.
+_ACCEPT = "text/plain;version=0.0.4;q=1, application/openmetrics-text;q=0.5, */*;q=0.1"
+_RECV_CHUNK = 65536
+
+
+@dataclass(frozen=True)
+class Response:
+    status: int
+    content_type: str
+    body: bytes
+
+
+class FetchError(Exception):
+    """A read that produced no usable body, already classified."""
+
+    def __init__(self, outcome: ReadOutcome, detail: str, status: int | None = None):
+        super().__init__(detail)
+        self.outcome = outcome
+        self.detail = detail
+        self.status = status
+
+
+class _DeadlineRaw(io.RawIOBase):
+    """A socket's receive side where every recv gets only the time left before the deadline."""
+
+    def __init__(self, sock: socket.socket, deadline_at: float):
+        self._sock = sock
+        self._deadline_at = deadline_at
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        remaining_s = self._deadline_at - time.monotonic()
+        if remaining_s <= 0:
+            raise TimeoutError("read deadline passed")
+        self._sock.settimeout(remaining_s)
+        return self._sock.recv_into(buffer)
+
+
+class _DeadlineSocket:
+    """What http.client.HTTPResponse needs of a socket: makefile('rb')."""
+
+    def __init__(self, sock: socket.socket, deadline_at: float):
+        self._sock = sock
+        self._deadline_at = deadline_at
+
+    def makefile(self, mode: str, *args, **kwargs):
+        return io.BufferedReader(_DeadlineRaw(self._sock, self._deadline_at), _RECV_CHUNK)
+
+
+def fetch(target: Target, timeout_s: float, max_body_bytes: int) -> Response:
+    """GET target; return a 2xx response's body or raise FetchError with its outcome."""
+    deadline_at = time.monotonic() + timeout_s
+    sock = _connect(target, timeout_s)
+    try:
+        if target.scheme == "https":
+            sock = _handshake(sock, deadline_at)
+        _send(sock, target, deadline_at)
+        return _receive(sock, deadline_at, max_body_bytes)
+    finally:
+        sock.close()
+
+
+def _remaining(deadline_at: float) -> float:
+    remaining_s = deadline_at - time.monotonic()
+    if remaining_s <= 0:
+        raise FetchError(ReadOutcome.TIMEOUT, "read timed out")
+    return remaining_s
+
+
+def _connect(target: Target, timeout_s: float) -> socket.socket:
+    try:
+        return socket.create_connection((target.host, target.port), timeout=timeout_s)
+    except ConnectionRefusedError:
+        raise FetchError(ReadOutcome.REFUSED, f"connection refused on {target.host}:{target.port}") from None
+    except TimeoutError:
+        raise FetchError(ReadOutcome.TIMEOUT, "connect timed out") from None
+    except OSError as exc:
+        # Loopback has no route to lose: any other connect failure means nothing is there.
+        raise FetchError(ReadOutcome.REFUSED, f"cannot connect to {target.host}:{target.port}: {exc}") from None
+
+
+def _handshake(sock: socket.socket, deadline_at: float) -> socket.socket:
+    # Imported here: ssl costs start-up time, and only an https engine needs it.
+    import ssl
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    # The engine's certificate names a Service, never 127.0.0.1: encrypt, do not verify.
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        sock.settimeout(_remaining(deadline_at))
+        return context.wrap_socket(sock, server_hostname=None)
+    except TimeoutError:
+        raise FetchError(ReadOutcome.TIMEOUT, "TLS handshake timed out") from None
+    except (ssl.SSLError, ConnectionError) as exc:
+        raise FetchError(ReadOutcome.TLS_ERROR, f"TLS handshake failed: {exc}") from None
+
+
+def _send(sock: socket.socket, target: Target, deadline_at: float) -> None:
+    request = (
+        f"GET {target.path} HTTP/1.1\r\n"
+        f"Host: {target.host}:{target.port}\r\n"
+        f"User-Agent: modeldrain/{__version__}\r\n"
+        f"Accept: {_ACCEPT}\r\n"
+        "Accept-Encoding: identity\r\n"
+        "Connection: close\r\n\r\n"
+    ).encode("ascii")
+    try:
+        sock.settimeout(_remaining(deadline_at))
+        sock.sendall(request)
+    except TimeoutError:
+        raise FetchError(ReadOutcome.TIMEOUT, "sending the request timed out") from None
+    except OSError as exc:
+        raise FetchError(ReadOutcome.RESET, f"connection lost while sending: {exc}") from None
+
+
+def _receive(sock: socket.socket, deadline_at: float, max_body_bytes: int) -> Response:
+    response = http.client.HTTPResponse(_DeadlineSocket(sock, deadline_at), method="GET")
+    try:
+        response.begin()
+        if response.status >= 300:
+            raise FetchError(
+                ReadOutcome.HTTP_ERROR,
+                f"HTTP {response.status} {response.reason}".rstrip(),
+                status=response.status,
+            )
+        if response.length is not None and response.length > max_body_bytes:
+            raise FetchError(
+                ReadOutcome.TOO_LARGE,
+                f"body of {response.length} bytes is over the {max_body_bytes}-byte cap",
+                status=response.status,
+            )
+        body = _read_body(response, max_body_bytes)
+        return Response(response.status, response.getheader("Content-Type", ""), body)
+    except TimeoutError:
+        raise FetchError(ReadOutcome.TIMEOUT, "read timed out") from None
+    except (http.client.RemoteDisconnected, http.client.IncompleteRead, ConnectionError) as exc:
+        raise FetchError(ReadOutcome.RESET, f"connection closed before a whole response: {exc!r}") from None
+    except http.client.HTTPException as exc:
+        raise FetchError(ReadOutcome.UNPARSEABLE, f"not an HTTP response: {exc!r}") from None
+    except OSError as exc:
+        raise FetchError(ReadOutcome.RESET, f"read failed: {exc}") from None
+    finally:
+        response.close()
+
+
+def _read_body(response: http.client.HTTPResponse, max_body_bytes: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        chunk = response.read(_RECV_CHUNK)
+        if not chunk:
+            return b"".join(chunks)
+        size += len(chunk)
+        if size > max_body_bytes:
+            raise FetchError(
+                ReadOutcome.TOO_LARGE,
+                f"body is over the {max_body_bytes}-byte cap",
+                status=response.status,
+            )
+        chunks.append(chunk)

@@ -1,0 +1,99 @@
+"""Which gauges count as work in flight: the one definition the hook and the sidecar share.
+
+A replica is idle when every series of every gauge of its engine's set sums to zero, and a
+read is complete only when each gauge of the set is present. Series differ by `engine`,
+`model_name`, `tp_rank`, `dp_rank`... and are all summed.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class EngineKind(enum.Enum):
+    VLLM = "vllm"
+    SGLANG = "sglang"
+
+
+class Role(enum.Enum):
+    """SGLang's --disaggregation-mode; vLLM and a unified SGLang server are NULL."""
+
+    NULL = "null"
+    PREFILL = "prefill"
+    DECODE = "decode"
+
+
+@dataclass(frozen=True)
+class WorkGauge:
+    """One gauge of the envelope. Any of `names` satisfies it (a gauge renamed across releases)."""
+
+    names: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        return self.names[0]
+
+
+@dataclass(frozen=True)
+class GaugeSet:
+    kind: EngineKind
+    role: Role
+    gauges: tuple[WorkGauge, ...]
+
+    @property
+    def metric_names(self) -> frozenset[str]:
+        return frozenset(n for g in self.gauges for n in g.names)
+
+
+def _gauges(*names: str | tuple[str, ...]) -> tuple[WorkGauge, ...]:
+    return tuple(WorkGauge(n if isinstance(n, tuple) else (n,)) for n in names)
+
+
+# vLLM: not vllm:num_requests_waiting_by_reason, which repeats waiting split by reason.
+VLLM_GAUGES = _gauges("vllm:num_requests_running", "vllm:num_requests_waiting")
+
+SGLANG_GAUGES = _gauges("sglang:num_running_reqs", "sglang:num_queue_reqs")
+
+# SGLang releases before May 2026 name the bootstrap queue "prealloc"; either satisfies it.
+SGLANG_PREFILL_GAUGES = SGLANG_GAUGES + _gauges(
+    ("sglang:num_prefill_bootstrap_queue_reqs", "sglang:num_prefill_prealloc_queue_reqs"),
+    "sglang:num_prefill_inflight_queue_reqs",
+)
+
+SGLANG_DECODE_GAUGES = SGLANG_GAUGES + _gauges(
+    "sglang:num_decode_prealloc_queue_reqs",
+    "sglang:num_decode_transfer_queue_reqs",
+)
+
+GAUGE_SETS: dict[tuple[EngineKind, Role], GaugeSet] = {
+    (EngineKind.VLLM, Role.NULL): GaugeSet(EngineKind.VLLM, Role.NULL, VLLM_GAUGES),
+    (EngineKind.SGLANG, Role.NULL): GaugeSet(EngineKind.SGLANG, Role.NULL, SGLANG_GAUGES),
+    (EngineKind.SGLANG, Role.PREFILL): GaugeSet(EngineKind.SGLANG, Role.PREFILL, SGLANG_PREFILL_GAUGES),
+    (EngineKind.SGLANG, Role.DECODE): GaugeSet(EngineKind.SGLANG, Role.DECODE, SGLANG_DECODE_GAUGES),
+}
+
+# Every name any set reads: what the exposition filter keeps before parsing.
+ALL_WORK_METRIC_NAMES: frozenset[str] = frozenset(
+    n for s in GAUGE_SETS.values() for n in s.metric_names
+)
+
+# Served by a single-process vLLM API server; its change means a new engine process.
+PROCESS_START_METRIC = "process_start_time_seconds"
+
+# The label SGLang puts on every scheduler series: the role the server runs as.
+SGLANG_ROLE_LABEL = "engine_type"
+
+# Metric-name prefixes that identify the engine in an exposition.
+ENGINE_PREFIXES: dict[EngineKind, str] = {EngineKind.VLLM: "vllm:", EngineKind.SGLANG: "sglang:"}
+
+# Where each engine listens when nothing says otherwise.
+DEFAULT_PORTS: dict[EngineKind, int] = {EngineKind.VLLM: 8000, EngineKind.SGLANG: 30000}
+DEFAULT_METRICS_PATH = "/metrics"
+
+
+def gauge_set(kind: EngineKind, role: Role = Role.NULL) -> GaugeSet:
+    """The envelope for an engine and role. vLLM has no disaggregation role of its own here."""
+    if kind is EngineKind.VLLM:
+        role = Role.NULL
+    return GAUGE_SETS[(kind, role)]

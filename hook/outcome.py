@@ -1,0 +1,92 @@
+"""What one read of the engine's /metrics means: an outcome class and the value of the read.
+
+Three outcomes end the drain at once because there is nothing to measure (spec: "A listener
+that refuses the read, answers an HTTP error or fails the TLS handshake ends the hook at
+once"). Every other failure counts as busy: waiting costs accelerator time up to the
+deadline, ending early cuts requests.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from hook.gauges import EngineKind, Role
+
+
+class ReadOutcome(enum.Enum):
+    IDLE = "idle"  # complete envelope, every gauge sums to zero
+    BUSY = "busy"  # complete envelope, work in flight
+    INCOMPLETE = "incomplete"  # a gauge of the set is missing, or the engine is unknown
+    TIMEOUT = "timeout"  # the read did not finish within its time
+    RESET = "reset"  # the listener accepted, then closed without a whole response
+    UNPARSEABLE = "unparseable"  # not an exposition (or not HTTP) we can parse
+    INVALID_VALUE = "invalid_value"  # a work gauge is negative, NaN or infinite
+    TOO_LARGE = "too_large"  # the body is over the size cap
+    REFUSED = "refused"  # nothing listens: connection refused
+    HTTP_ERROR = "http_error"  # any status >= 300, redirects included (never followed)
+    TLS_ERROR = "tls_error"  # the TLS handshake failed
+
+    @property
+    def ends_drain(self) -> bool:
+        """Nothing to measure: the hook ends at once (the replica reads 'unmeasurable')."""
+        return self in _UNMEASURABLE
+
+    @property
+    def is_idle(self) -> bool:
+        return self is ReadOutcome.IDLE
+
+    @property
+    def verdict(self) -> str:
+        """The three-way answer people and the controller act on."""
+        if self is ReadOutcome.IDLE:
+            return "idle"
+        if self in _UNMEASURABLE:
+            return "unmeasurable"
+        return "busy"
+
+
+_UNMEASURABLE = frozenset({ReadOutcome.REFUSED, ReadOutcome.HTTP_ERROR, ReadOutcome.TLS_ERROR})
+
+
+@dataclass(frozen=True)
+class Read:
+    """One read of the engine, whatever happened. Times are monotonic seconds."""
+
+    outcome: ReadOutcome
+    started_at: float
+    duration_s: float
+    detail: str = ""
+    # Summed value per work gauge (keyed by the gauge's canonical name), for present gauges.
+    gauges: dict[str, float] = field(default_factory=dict)
+    missing: tuple[str, ...] = ()
+    # Sum of the present gauges when their values are valid; None when nothing was measured.
+    in_flight: float | None = None
+    kind: EngineKind | None = None
+    role: Role | None = None
+    process_start_time: float | None = None
+    http_status: int | None = None
+    body_bytes: int = 0
+
+    @property
+    def complete(self) -> bool:
+        return self.outcome in (ReadOutcome.IDLE, ReadOutcome.BUSY)
+
+
+def read_summary(read: Read) -> dict:
+    """The read as plain JSON-ready fields, as `prestop check`, the log and the sidecar show it."""
+    return {
+        "outcome": read.outcome.value,
+        "verdict": read.outcome.verdict,
+        "complete": read.complete,
+        "in_flight": read.in_flight,
+        "gauges": dict(read.gauges),
+        "missing": list(read.missing),
+        "engine": read.kind.value if read.kind else None,
+        "role": read.role.value if read.role else None,
+        "detail": read.detail,
+        "http_status": read.http_status,
+        "body_bytes": read.body_bytes,
+        "duration_ms": round(read.duration_s * 1000, 1),
+        "process_start_time": read.process_start_time,
+    }
