@@ -92,19 +92,28 @@ def hint_from_proc(proc_root: str = "/proc") -> EngineHint:
 
 
 def _kind_of(argv: list[str]) -> EngineKind | None:
-    # A console script shows as [python, /path/vllm, serve, ...]; a binary as [vllm, serve, ...].
-    head = argv[:4]
-    for i, arg in enumerate(head):
-        base = os.path.basename(arg)
-        rest = argv[i + 1 : i + 2]
-        if base == "vllm" and rest == ["serve"]:
-            return EngineKind.VLLM
-        if base == "sglang" and rest == ["serve"]:
-            return EngineKind.SGLANG
-        if arg.startswith("vllm.entrypoints"):
-            return EngineKind.VLLM
-        if arg.startswith("sglang.launch_server") or base == "sglang.launch_server":
-            return EngineKind.SGLANG
+    """The engine argv runs: its program, or the script or module a Python interpreter runs."""
+    if not argv:
+        return None
+    program, rest = os.path.basename(argv[0]), argv[1:]
+    if program.startswith("python"):
+        # [python, -X opt, -m module, ...] or [python, /path/vllm, serve, ...] (a console script).
+        while rest and rest[0].startswith("-") and rest[0] != "-m":
+            rest = rest[2:] if rest[0] in ("-X", "-W") else rest[1:]
+        if rest[:1] == ["-m"]:
+            module = rest[1] if len(rest) > 1 else ""
+            if module.startswith("vllm.entrypoints"):
+                return EngineKind.VLLM
+            if module == "sglang.launch_server":
+                return EngineKind.SGLANG
+            return None
+        if not rest:
+            return None
+        program, rest = os.path.basename(rest[0]), rest[1:]
+    if program == "vllm" and rest[:1] == ["serve"]:
+        return EngineKind.VLLM
+    if program == "sglang" and rest[:1] == ["serve"]:
+        return EngineKind.SGLANG
     return None
 
 

@@ -172,6 +172,8 @@ def _read_body(response: http.client.HTTPResponse, max_body_bytes: int) -> bytes
     while True:
         chunk = response.read(_RECV_CHUNK)
         if not chunk:
+            if response.length:  # Content-Length promised more than the peer sent
+                raise http.client.IncompleteRead(b"".join(chunks), response.length)
             return b"".join(chunks)
         size += len(chunk)
         if size > max_body_bytes:

@@ -1,0 +1,61 @@
+"""Which engine and role a replica runs, from argv as /proc shows it."""
+
+import pytest
+
+from hook.engine import EngineHint, hint_from_argv, hint_from_proc
+from hook.gauges import EngineKind, Role
+
+
+@pytest.mark.parametrize("argv, kind, role, port", [
+    (["/usr/bin/python3", "/usr/local/bin/vllm", "serve", "m", "--port", "9000"], EngineKind.VLLM, None, 9000),
+    (["vllm", "serve", "m"], EngineKind.VLLM, None, None),
+    (["python3", "-m", "vllm.entrypoints.openai.api_server", "--port=8100"], EngineKind.VLLM, None, 8100),
+    (["python3", "-m", "sglang.launch_server", "--model-path", "m"], EngineKind.SGLANG, Role.NULL, None),
+    (["python3", "-m", "sglang.launch_server", "--disaggregation-mode", "decode", "--port", "30001"],
+     EngineKind.SGLANG, Role.DECODE, 30001),
+    (["sglang", "serve", "--disaggregation-mode=prefill"], EngineKind.SGLANG, Role.PREFILL, None),
+])
+def test_engines_are_recognized(argv, kind, role, port):
+    hint = hint_from_argv(argv)
+    assert (hint.kind, hint.role, hint.port, hint.source) == (kind, role, port, "cmdline")
+
+
+@pytest.mark.parametrize("argv", [
+    ["/bin/sh", "-c", "sleep 1"],
+    ["python3", "myapp.py", "vllm", "serve"],  # 'vllm' only as an argument deep in argv
+    ["python3", "-m", "emulation.engine"],
+    [],
+])
+def test_other_processes_are_not_engines(argv):
+    assert hint_from_argv(argv) is None
+
+
+def test_tls_engine_defaults_to_https():
+    hint = hint_from_argv(["vllm", "serve", "m", "--ssl-certfile", "/c.pem"])
+    assert hint.tls
+
+
+def _fake_proc(tmp_path, argvs):
+    for pid, argv in enumerate(argvs, 1):
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
+    (tmp_path / "self").mkdir()
+    return str(tmp_path)
+
+
+def test_proc_scan_finds_the_one_engine(tmp_path):
+    root = _fake_proc(tmp_path, [["/pause"], ["python3", "-m", "sglang.launch_server", "--port", "31000"]])
+    hint = hint_from_proc(root)
+    assert hint.kind is EngineKind.SGLANG and hint.port == 31000
+
+
+def test_proc_scan_with_disagreeing_engines_knows_nothing(tmp_path):
+    root = _fake_proc(tmp_path, [["vllm", "serve", "a"], ["python3", "-m", "sglang.launch_server"]])
+    assert hint_from_proc(root) == EngineHint()
+
+
+def test_flags_win_over_cmdline():
+    flag = EngineHint(kind=EngineKind.SGLANG, role=Role.PREFILL, source="flag")
+    proc = EngineHint(kind=EngineKind.SGLANG, role=Role.NULL, port=31000, source="cmdline")
+    merged = flag.merged(proc)
+    assert (merged.kind, merged.role, merged.port, merged.source) == (EngineKind.SGLANG, Role.PREFILL, 31000, "flag")
