@@ -42,6 +42,7 @@ container's log stream (PID 1's stdout), so that `kubectl logs` shows the drain.
 subcommands:
   prestop check    one read now, printed as JSON (exit 0 idle, 1 busy, 11 unmeasurable)
   prestop version  the version and how this executable was built
+  prestop install DIR  copy this bundled executable to DIR/prestop (for an init container)
 """
 
 CHECK_EXIT_HELP = "exit codes: 0 idle, 1 busy (or incomplete, timed out, unparseable), 11 unmeasurable, 2 usage error"
@@ -135,7 +136,13 @@ def version(argv: list[str]) -> int:
     return 0
 
 
-SUBCOMMANDS = {"check": check, "version": version}
+def install(argv: list[str]) -> int:
+    from hook.install import install as install_bundle
+
+    return install_bundle(argv)
+
+
+SUBCOMMANDS = {"check": check, "version": version, "install": install}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -134,3 +134,15 @@ def test_every_gauge_name_is_in_the_filter():
 
 def test_vllm_has_no_disaggregation_role():
     assert gauge_set(EngineKind.VLLM, Role.DECODE).role is Role.NULL
+
+
+def test_the_light_parser_import_leaves_prometheus_client_whole():
+    # hook.promparse loads the parsers without the package __init__; a later full import
+    # (the sidecar's) must still get the whole client.
+    import subprocess
+    import sys
+
+    code = ("import sys, hook.exposition; assert not any(m.startswith('prometheus_client') for m in sys.modules);"
+            "import prometheus_client.parser; from prometheus_client import Counter, REGISTRY;"
+            "assert prometheus_client.parser.text_string_to_metric_families")
+    subprocess.run([sys.executable, "-c", code], check=True)
