@@ -16,6 +16,7 @@ from hook.gauges import (
     ALL_WORK_METRIC_NAMES,
     ENGINE_PREFIXES,
     PROCESS_START_METRIC,
+    RESTART_COUNTERS,
     SGLANG_ROLE_LABEL,
     EngineKind,
     GaugeSet,
@@ -26,17 +27,20 @@ from hook.promparse import parse_text as _parse_text
 
 OPENMETRICS_CONTENT_TYPE = "application/openmetrics-text"
 
-_WANTED = sorted(ALL_WORK_METRIC_NAMES | {PROCESS_START_METRIC}, key=len, reverse=True)
+# prometheus-client's OpenMetrics output escapes ':' to '_' in sample names (but not in TYPE
+# lines): such a sample is read as the gauge it stands for.
+_READ_NAMES = ALL_WORK_METRIC_NAMES | set(RESTART_COUNTERS.values()) | {PROCESS_START_METRIC}
+_ESCAPED_NAMES = {n.replace(":", "_"): n for n in _READ_NAMES if ":" in n}
+_WANTED = sorted(_READ_NAMES | set(_ESCAPED_NAMES), key=len, reverse=True)
 # A sample line, or a HELP/TYPE/UNIT line, of a wanted family; nothing else.
 _WANTED_LINE = re.compile(
     r"^(?:# (?:HELP|TYPE|UNIT) )?(?:%s)(?:[ \t{].*)?$" % "|".join(map(re.escape, _WANTED)),
     re.MULTILINE,
 )
-_ENGINE_PREFIX = re.compile(
-    r"^(%s)" % "|".join(re.escape(p) for p in ENGINE_PREFIXES.values()), re.MULTILINE
-)
-_SGLANG_ROLE = re.compile(r'^sglang:[^\s{]*\{[^}\n]*\b%s="([a-z]+)"' % SGLANG_ROLE_LABEL, re.MULTILINE)
-_KIND_BY_PREFIX = {p: k for k, p in ENGINE_PREFIXES.items()}
+# Engine prefixes as they start sample lines, escaped (vllm_) or not (vllm:).
+_KIND_BY_PREFIX = {p.rstrip(":"): k for k, p in ENGINE_PREFIXES.items()}
+_ENGINE_PREFIX = re.compile(r"^(%s)[:_]" % "|".join(map(re.escape, _KIND_BY_PREFIX)), re.MULTILINE)
+_SGLANG_ROLE = re.compile(r'^sglang[:_][^\s{]*\{[^}\n]*\b%s="([a-z]+)"' % SGLANG_ROLE_LABEL, re.MULTILINE)
 _ROLE_BY_LABEL = {"unified": Role.NULL, "null": Role.NULL, "prefill": Role.PREFILL, "decode": Role.DECODE}
 
 
@@ -56,6 +60,12 @@ class Exposition:
     def process_start_time(self) -> float | None:
         values = self.series.get(PROCESS_START_METRIC)
         return values[0] if values else None
+
+    @property
+    def restart_counters(self) -> dict[str, float]:
+        """Each present restart counter, summed over its series."""
+        names = RESTART_COUNTERS.values()
+        return {n: sum(self.series[n]) for n in names if n in self.series}
 
 
 @dataclass(frozen=True)
@@ -78,7 +88,7 @@ def parse(body: bytes, content_type: str = "") -> Exposition:
     except UnicodeDecodeError as exc:
         raise ExpositionError(f"body is not UTF-8 ({exc.reason} at byte {exc.start})") from None
     openmetrics = content_type.split(";", 1)[0].strip().lower() == OPENMETRICS_CONTENT_TYPE
-    kept = "\n".join(m.group(0) for m in _WANTED_LINE.finditer(text))
+    kept = "\n".join(_unescaped(m.group(0)) for m in _WANTED_LINE.finditer(text))
     series: dict[str, list[float]] = {}
     try:
         if openmetrics:
@@ -87,7 +97,7 @@ def parse(body: bytes, content_type: str = "") -> Exposition:
             families = _parse_text(kept + "\n")
         for family in families:
             for sample in family.samples:
-                if sample.name in ALL_WORK_METRIC_NAMES or sample.name == PROCESS_START_METRIC:
+                if sample.name in _READ_NAMES:
                     series.setdefault(sample.name, []).append(float(sample.value))
     except (ValueError, TypeError, KeyError, IndexError) as exc:
         raise ExpositionError(f"cannot parse exposition: {exc}") from None
@@ -112,6 +122,14 @@ def measure(exposition: Exposition, gauges: GaugeSet) -> Measure:
             invalid.append(gauge.name)
         sums[gauge.name] = sum(values)
     return Measure(gauges=sums, missing=tuple(missing), invalid=tuple(invalid))
+
+
+def _unescaped(line: str) -> str:
+    if line.startswith("#"):
+        return line
+    name_end = min((i for i in (line.find("{"), line.find(" ")) if i >= 0), default=len(line))
+    canonical = _ESCAPED_NAMES.get(line[:name_end])
+    return canonical + line[name_end:] if canonical else line
 
 
 def _kind(text: str) -> EngineKind | None:

@@ -18,8 +18,11 @@ from hook import __version__
 from hook.outcome import ReadOutcome
 from hook.target import Target
 
-# Ask for the classic text format (what both engines serve by default); accept OpenMetrics.
-_ACCEPT = "text/plain;version=0.0.4;q=1, application/openmetrics-text;q=0.5, */*;q=0.1"
+# Ask for the classic text format only. prometheus-client's servers (vLLM's and SGLang's) pick
+# OpenMetrics whenever the Accept header names it, whatever its q-value, and prometheus-client
+# 0.26 then escapes the colons of sample names (vllm_num_requests_running) but not of their
+# TYPE lines. An engine that serves OpenMetrics anyway is still parsed (see exposition.py).
+_ACCEPT = "text/plain;version=0.0.4, */*;q=0.1"
 _RECV_CHUNK = 65536
 
 

@@ -81,6 +81,13 @@ ALL_WORK_METRIC_NAMES: frozenset[str] = frozenset(
 # Served by a single-process vLLM API server; its change means a new engine process.
 PROCESS_START_METRIC = "process_start_time_seconds"
 
+# Counters that only grow within one engine process: one that went backwards means a new
+# process (the sidecar's incarnation evidence when there is no start time, as with SGLang).
+RESTART_COUNTERS: dict[EngineKind, str] = {
+    EngineKind.VLLM: "vllm:request_success_total",
+    EngineKind.SGLANG: "sglang:num_requests_total",
+}
+
 # The label SGLang puts on every scheduler series: the role the server runs as.
 SGLANG_ROLE_LABEL = "engine_type"
 

@@ -65,6 +65,8 @@ class Read:
     kind: EngineKind | None = None
     role: Role | None = None
     process_start_time: float | None = None
+    # Counters that only grow within one engine process (gauges.RESTART_COUNTERS), summed.
+    restart_counters: dict[str, float] = field(default_factory=dict)
     http_status: int | None = None
     body_bytes: int = 0
 
@@ -89,4 +91,5 @@ def read_summary(read: Read) -> dict:
         "body_bytes": read.body_bytes,
         "duration_ms": round(read.duration_s * 1000, 1),
         "process_start_time": read.process_start_time,
+        "restart_counters": dict(read.restart_counters),
     }

@@ -37,7 +37,7 @@ def read_work(target: Target, hint: EngineHint, timeout_s: float, max_body_bytes
     kind = hint.kind or parsed.kind
     role = hint.role or parsed.sglang_role or Role.NULL
     common = dict(http_status=response.status, body_bytes=size, kind=kind,
-                  process_start_time=parsed.process_start_time)
+                  process_start_time=parsed.process_start_time, restart_counters=parsed.restart_counters)
     if kind is None:
         return done(ReadOutcome.INCOMPLETE, "no vllm: or sglang: metrics: engine unknown", **common)
     envelope = gauge_set(kind, role)

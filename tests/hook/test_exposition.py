@@ -146,3 +146,25 @@ def test_the_light_parser_import_leaves_prometheus_client_whole():
             "import prometheus_client.parser; from prometheus_client import Counter, REGISTRY;"
             "assert prometheus_client.parser.text_string_to_metric_families")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_openmetrics_with_escaped_sample_names_reads_as_the_gauges():
+    # prometheus-client 0.26's OpenMetrics output: TYPE lines keep ':', sample names get '_'.
+    body = b"""# HELP vllm:num_requests_running Running.
+# TYPE vllm:num_requests_running gauge
+vllm_num_requests_running{engine="0",model_name="tiny"} 2.0
+# HELP vllm:num_requests_waiting Waiting.
+# TYPE vllm:num_requests_waiting gauge
+vllm_num_requests_waiting{engine="0",model_name="tiny"} 1.0
+# EOF
+"""
+    e = parse(body, "application/openmetrics-text; version=1.0.0; charset=utf-8")
+    assert e.kind is EngineKind.VLLM
+    assert measure(e, gauge_set(EngineKind.VLLM)).in_flight == 3
+
+
+def test_restart_counters_are_read_for_incarnation_evidence(fixtures_dir):
+    vllm = parse(load(fixtures_dir, "vllm-0.32.0-cpu-metrics-busy.txt"))
+    sglang = parse(load(fixtures_dir, "sglang-0.5.23-cpu-metrics-idle.txt"))
+    assert set(vllm.restart_counters) == {"vllm:request_success_total"}
+    assert sglang.restart_counters == {"sglang:num_requests_total": 1.0}

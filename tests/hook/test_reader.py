@@ -1,5 +1,6 @@
 """The reader over real loopback sockets: each failure becomes the right outcome, in time."""
 
+import socket
 import ssl
 import time
 
@@ -50,7 +51,10 @@ def test_chunked_body(serve):
 
 
 def test_refused():
-    free = Target("http", 1, "/metrics")
+    probe = socket.create_server(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()  # bound a moment ago, listened on by nobody now
+    free = Target("http", port, "/metrics")
     assert read(free).outcome is ReadOutcome.REFUSED
 
 

@@ -1,0 +1,118 @@
+"""The command line as people and kubelet use it: flag errors, check, logs, the exec clock, signals."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+
+import pytest
+
+from emulation.engine_process import EngineProcess, free_port
+
+from .prestop_run import FAST, PRESTOP, run_prestop, start_prestop
+from .test_prestop_drain import send_requests
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--grace", "abc"], "--grace must be a number of seconds, got 'abc'"),
+    (["--grace", "0"], "--grace must be a finite number > 0"),
+    (["--grace", "-5"], "--grace must be a finite number > 0"),
+    (["--grace", "nan"], "--grace must be a finite number > 0"),
+    (["--port", "70000"], "port must be from 1 to 65535"),
+    (["--port", "http"], "port must be a number"),
+    (["--path", "metrics"], "path must start with '/'"),
+    (["--scheme", "ftp"], "scheme must be http or https"),
+    (["--engine", "tgi"], "engine must be vllm or sglang"),
+    (["--disaggregation-mode", "both"], "disaggregation mode must be null, prefill or decode"),
+    (["--interval", "0"], "--interval must be a finite number > 0"),
+    (["--max-body-bytes", "lots"], "whole number of bytes"),
+    (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+])
+def test_flag_errors_are_clear_usage_errors(args, message):
+    proc = subprocess.run([PRESTOP, *args], capture_output=True, text=True, timeout=10)
+    assert proc.returncode == 2
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+
+
+def test_help_documents_exit_codes_and_the_last_line():
+    out = subprocess.run([PRESTOP, "--help"], capture_output=True, text=True, timeout=10).stdout
+    for text in ("0   drained", "10  deadline", "11  nothing to measure", "2   usage error", "drain_finished"):
+        assert text in out
+
+
+def check(*args):
+    proc = subprocess.run([PRESTOP, "check", *args], capture_output=True, text=True, timeout=10)
+    return proc.returncode, json.loads(proc.stdout) if proc.stdout else None
+
+
+def test_check_reads_once_and_says_idle_busy_or_unmeasurable():
+    with EngineProcess("--kind", "vllm") as engine:
+        code, report = check("--port", str(engine.port))
+        assert code == 0 and report["verdict"] == "idle" and report["engine"] == "vllm"
+        assert report["gauges"] == {"vllm:num_requests_running": 0.0, "vllm:num_requests_waiting": 0.0}
+        send_requests(engine, 2, duration_s=20)
+        code, report = check("--port", str(engine.port))
+        assert code == 1 and report["verdict"] == "busy" and report["in_flight"] == 2
+        engine.misbehave("missing")
+        code, report = check("--port", str(engine.port))
+        assert code == 1 and report["outcome"] == "incomplete" and report["missing"]
+    code, report = check("--port", str(free_port()), "--engine", "vllm")
+    assert code == 11 and report["verdict"] == "unmeasurable" and report["outcome"] == "refused"
+
+
+def test_state_changes_are_mirrored_to_the_container_log(tmp_path):
+    mirror = tmp_path / "pid1-stdout"
+    mirror.touch()
+    with EngineProcess("--kind", "vllm") as engine:
+        send_requests(engine, 1, duration_s=2.0)
+        proc = subprocess.run([PRESTOP, *FAST, "--grace", "30", "--port", str(engine.port),
+                               "--log-mirror", str(mirror)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0
+    mirrored = [json.loads(line) for line in mirror.read_text().splitlines()]
+    assert [e["event"] for e in mirrored] == ["drain_started", "read_state", "read_state", "drain_finished"]
+    assert [e["outcome"] for e in mirrored if e["event"] == "read_state"] == ["busy", "idle"]
+    # One line per state change, not per poll: the stderr copy is the same lines.
+    assert proc.stderr.splitlines() == mirror.read_text().splitlines()
+    assert mirrored[0]["log_mirror"] == str(mirror)
+
+
+def test_an_unwritable_container_log_is_reported_not_fatal(tmp_path):
+    with EngineProcess("--kind", "vllm") as engine:
+        proc = subprocess.run([PRESTOP, *FAST, "--port", str(engine.port), "--log-mirror",
+                               str(tmp_path / "no" / "such" / "fd")], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0
+    started = json.loads(proc.stderr.splitlines()[0])
+    assert started["log_mirror"].startswith("unavailable")
+
+
+def test_deadline_counts_from_the_exec_not_from_the_end_of_imports(tmp_path):
+    # A start-up slowed by 1.5 s before any of prestop's code runs (a bundle unpacking, a cold
+    # page cache): the deadline must not move by that much.
+    (tmp_path / "sitecustomize.py").write_text("import time\ntime.sleep(1.5)\n")
+    with EngineProcess("--kind", "vllm") as engine:
+        send_requests(engine, 1, duration_s=60)
+        run = run_prestop("--route-wait", "1", "--grace", "9", "--port", str(engine.port),
+                          env={"PYTHONPATH": str(tmp_path)})
+    assert run.code == 10
+    started = run.event("drain_started")
+    assert started["elapsed_s"] >= 1.5  # the log knows the start-up cost
+    assert 4.0 <= run.finished["elapsed_s"] <= 4.15
+    assert run.elapsed_s <= 4.6  # the parent saw it return at G - 5, not G - 5 + 1.5
+
+
+def test_sigterm_ends_the_hook_with_a_final_line():
+    with EngineProcess("--kind", "vllm") as engine:
+        hook = start_prestop(*FAST, "--grace", "30", "--port", str(engine.port))
+        time.sleep(1.5)
+        hook.send_signal(signal.SIGTERM)
+        out, err = hook.communicate(timeout=10)
+    assert hook.returncode == 143
+    assert json.loads(out.splitlines()[-1])["reason"] == "terminated by SIGTERM before the drain finished"
+
+
+def test_version():
+    proc = subprocess.run([PRESTOP, "version"], capture_output=True, text=True, timeout=10)
+    assert proc.returncode == 0 and proc.stdout.startswith("prestop 0.1.0")

@@ -1,0 +1,139 @@
+"""Each engine's gauge set, data-parallel series, formats, TLS and finding the engine by itself."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import trustme
+
+from emulation.engine_process import EngineProcess
+from emulation.launch import LaunchShape
+
+from .prestop_run import FAST, run_prestop
+from .test_prestop_drain import send_requests
+
+
+def states(run):
+    return [(e["outcome"], e["engine"], e["role"]) for e in run.events if e["event"] == "read_state"]
+
+
+@pytest.mark.parametrize("role, flags", [
+    ("unified", []),
+    ("prefill", []),
+    ("prefill", ["--legacy-prefill-name"]),
+])
+def test_sglang_roles_drain_idle_with_the_role_read_from_the_exposition(role, flags):
+    with EngineProcess("--kind", "sglang", "--role", role, *flags) as engine:
+        run = run_prestop(*FAST, "--port", str(engine.port))
+    assert run.code == 0, run.stderr
+    expected_role = "null" if role == "unified" else role
+    assert states(run) == [("idle", "sglang", expected_role)]
+
+
+def test_sglang_decode_that_served_nothing_is_incomplete_then_idle_once_it_has():
+    with EngineProcess("--kind", "sglang", "--role", "decode") as engine:
+        run = run_prestop(*FAST, "--port", str(engine.port))
+        assert run.code == 10
+        assert states(run) == [("incomplete", "sglang", "decode")]
+        assert "sglang:num_decode_prealloc_queue_reqs" in run.event("read_state")["missing"]
+        engine.request("POST", "/v1/completions", {"duration_s": 0.1})
+        run = run_prestop(*FAST, "--port", str(engine.port))
+    assert run.code == 0, run.stderr
+
+
+def test_sglang_decode_work_in_its_own_queues_holds_the_drain():
+    with EngineProcess("--kind", "sglang", "--role", "decode") as engine:
+        engine.request("POST", "/v1/completions", {"duration_s": 0.1})
+        send_requests(engine, 3, duration_s=4.0)
+        run = run_prestop("--route-wait", "0.2", "--grace", "30", "--port", str(engine.port),
+                          "--disaggregation-mode", "decode", "--engine", "sglang")
+    assert run.code == 0
+    first = run.event("read_state")
+    assert first["outcome"] == "busy" and first["in_flight"] == 3
+
+
+def test_vllm_data_parallel_series_are_summed():
+    with EngineProcess("--kind", "vllm", "--dp", "2", "--max-running", "2", "--multiprocess") as engine:
+        send_requests(engine, 6, duration_s=30)
+        stats = engine.stats()
+        run = run_prestop(*FAST, "--port", str(engine.port))
+    first = run.event("read_state")
+    assert first["outcome"] == "busy"
+    assert first["in_flight"] == stats["running"] + stats["waiting"] == 6
+    assert run.code == 10
+
+
+def test_openmetrics_only_engine_is_read():
+    with EngineProcess("--kind", "vllm", "--format", "openmetrics") as engine:
+        run = run_prestop(*FAST, "--port", str(engine.port))
+    assert run.code == 0, run.stderr
+
+
+@pytest.fixture(scope="module")
+def engine_cert(tmp_path_factory):
+    ca = trustme.CA()
+    cert = ca.issue_cert("llm-engine.serving.svc.cluster.local")  # a Service name, never 127.0.0.1
+    d = tmp_path_factory.mktemp("tls")
+    cert.private_key_pem.write_to_path(d / "key.pem")
+    cert.cert_chain_pems[0].write_to_path(d / "cert.pem")
+    return d / "cert.pem", d / "key.pem"
+
+
+def test_https_engine_is_read_without_verifying_its_name(engine_cert):
+    cert, key = engine_cert
+    with EngineProcess("--kind", "vllm", "--tls-cert", str(cert), "--tls-key", str(key)) as engine:
+        run = run_prestop(*FAST, "--port", str(engine.port), "--scheme", "https")
+    assert run.code == 0, run.stderr
+
+
+def test_annotations_file_names_port_path_and_scheme(tmp_path, engine_cert):
+    cert, key = engine_cert
+    with EngineProcess("--kind", "vllm", "--tls-cert", str(cert), "--tls-key", str(key)) as engine:
+        annotations = tmp_path / "annotations"
+        annotations.write_text(
+            'kubectl.kubernetes.io/default-container="engine"\n'
+            f'prometheus.io/port="{engine.port}"\nprometheus.io/path="/metrics"\nprometheus.io/scheme="https"\n'
+            'prometheus.io/scrape="true"\n')
+        run = run_prestop(*FAST, "--annotations", str(annotations), "--engine", "vllm")
+    assert run.code == 0, run.stderr
+    started = run.event("drain_started")
+    assert started["target"] == f"https://127.0.0.1:{engine.port}/metrics"
+    assert started["target_source"] == "annotation"
+
+
+def test_bad_annotation_is_a_warning_and_the_next_source_is_used(tmp_path):
+    with EngineProcess(launch=LaunchShape.VLLM_CLI) as engine:
+        annotations = tmp_path / "annotations"
+        annotations.write_text('prometheus.io/port="eighty"\n')
+        run = run_prestop(*FAST, "--annotations", str(annotations))
+    assert run.code == 0, run.stderr
+    assert "prometheus.io/port" in run.event("config_warning")["message"]
+    assert run.event("drain_started")["target"] == f"http://127.0.0.1:{engine.port}/metrics"
+
+
+@pytest.mark.parametrize("shape", [LaunchShape.VLLM_CLI, LaunchShape.SGLANG_MODULE])
+def test_engine_and_port_found_from_its_own_command_line(shape):
+    with EngineProcess(launch=shape) as engine:
+        run = run_prestop("--route-wait", "1", "--grace", "8")
+    assert run.code == 0, run.stderr
+    started = run.event("drain_started")
+    assert started["target"] == f"http://127.0.0.1:{engine.port}/metrics"
+    assert started["target_source"] == "cmdline" and started["engine_source"] == "cmdline"
+    assert started["engine"] == shape.kind
+
+
+def test_two_hooks_at_once_both_drain():
+    # kubelet's hook delivery is at-least-once.
+    with EngineProcess("--kind", "vllm") as engine:
+        send_requests(engine, 2, duration_s=2.5)
+        runs = []
+        threads = [threading.Thread(target=lambda: runs.append(run_prestop(*FAST, "--grace", "30",
+                                                                             "--port", str(engine.port))))
+                   for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    assert [r.code for r in runs] == [0, 0]
+    assert all(r.event("read_state")["outcome"] == "busy" for r in runs)
