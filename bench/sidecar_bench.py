@@ -1,0 +1,138 @@
+"""drain-sidecar under load: /v1/work latency and throughput, engine reads per second, RSS.
+
+    .venv/bin/python bench/sidecar_bench.py [--seconds 5] [--clients 1,64] [--json out.json]
+
+Starts the engine emulator (vLLM, its real ~47 KB idle exposition) and the sidecar on loopback,
+then runs one client pausing 250 ms between requests (how the controller reads), and for each
+client count that many aiohttp clients in a closed loop (each sends its next request when the last
+answer arrives), for the given time each. Engine reads come from the emulator's
+own count (GET /control/stats `metrics_reads`), RSS from /proc. Client, sidecar and emulator
+share the machine's cores, so the figures are a floor for a sidecar with a core of its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import aiohttp  # noqa: E402
+
+from emulation.engine_process import EngineProcess  # noqa: E402
+from tests.sidecar.sidecar_process import SidecarProcess, kill_now  # noqa: E402
+
+
+def rss_kib(pid: int) -> dict[str, int]:
+    fields = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                fields[key] = int(value.split()[0])
+    return {"rss_kib": fields["VmRSS"], "peak_rss_kib": fields["VmHWM"]}
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    index = min(len(sorted_values) - 1, max(0, round(q * (len(sorted_values) - 1))))
+    return sorted_values[index]
+
+
+async def storm(url: str, clients: int, seconds: float, pause_s: float) -> tuple[list[float], int, set[int]]:
+    latencies: list[float] = []
+    errors = 0
+    seqs: set[int] = set()
+    stop_at = time.monotonic() + seconds
+    connector = aiohttp.TCPConnector(limit=clients)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        async def client():
+            nonlocal errors
+            while time.monotonic() < stop_at:
+                sent_at = time.perf_counter()
+                async with session.get(url) as response:
+                    body = await response.read()
+                latencies.append(time.perf_counter() - sent_at)
+                if response.status != 200:
+                    errors += 1
+                else:
+                    seqs.add(json.loads(body)["read"]["seq"])
+                if pause_s:
+                    await asyncio.sleep(pause_s)
+        await asyncio.gather(*(client() for _ in range(clients)))
+    return latencies, errors, seqs
+
+
+def read_seconds(sidecar: SidecarProcess) -> tuple[float, float]:
+    """The sidecar's own read-duration histogram: (sum, count)."""
+    values = {}
+    for line in sidecar.request("GET", "/metrics")[1].decode().splitlines():
+        for key in ("_sum", "_count"):
+            if line.startswith(f"modeldrain_sidecar_engine_read_duration_seconds{key} "):
+                values[key] = float(line.split()[1])
+    return values["_sum"], values["_count"]
+
+
+def run_case(engine: EngineProcess, sidecar: SidecarProcess, clients: int, seconds: float,
+             pause_s: float = 0.0) -> dict:
+    reads_before = engine.stats()["metrics_reads"]
+    sum_before, count_before = read_seconds(sidecar)
+    started = time.monotonic()
+    latencies, errors, seqs = asyncio.run(storm(f"{sidecar.base_url}/v1/work", clients, seconds, pause_s))
+    elapsed_s = time.monotonic() - started
+    reads = engine.stats()["metrics_reads"] - reads_before
+    sum_after, count_after = read_seconds(sidecar)
+    latencies.sort()
+    return {
+        "clients": clients,
+        "pause_ms": round(pause_s * 1000),
+        "engine_read_mean_ms": round((sum_after - sum_before) / max(1, count_after - count_before) * 1000, 2),
+        "seconds": round(elapsed_s, 2),
+        "requests": len(latencies),
+        "errors": errors,
+        "throughput_rps": round(len(latencies) / elapsed_s, 1),
+        "p50_ms": round(percentile(latencies, 0.50) * 1000, 2),
+        "p99_ms": round(percentile(latencies, 0.99) * 1000, 2),
+        "mean_ms": round(statistics.fmean(latencies) * 1000, 2),
+        "engine_reads": reads,
+        "engine_reads_per_s": round(reads / elapsed_s, 1),
+        "answers_per_read": round(len(latencies) / max(1, len(seqs)), 1),
+        **rss_kib(sidecar.process.pid),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=5.0, help="per client count (default 5)")
+    parser.add_argument("--clients", default="1,64", help="comma-separated client counts (default 1,64)")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args()
+    counts = [int(c) for c in args.clients.split(",")]
+    results = []
+    with EngineProcess("--kind", "vllm") as engine, SidecarProcess("--port", str(engine.port)) as sidecar:
+        idle_rss = rss_kib(sidecar.process.pid)
+        sidecar.work()  # warm: first read, imports on the read path
+        # As the controller reads: one client, a pause between reads longer than the read spacing.
+        results.append(run_case(engine, sidecar, 1, args.seconds, pause_s=0.25))
+        for clients in counts:  # closed loops: each client asks again as soon as it has its answer
+            results.append(run_case(engine, sidecar, clients, args.seconds))
+        kill_now(engine)
+    report = {"sidecar_rss_at_start_kib": idle_rss["rss_kib"], "cases": results}
+    print(f"sidecar RSS at start: {idle_rss['rss_kib'] / 1024:.1f} MiB")
+    print(f"{'clients':>7} {'pause':>6} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'reads/s':>8} {'ans/read':>8} "
+          f"{'errors':>6} {'RSS MiB':>8} {'peak MiB':>8} {'read ms':>8}")
+    for r in results:
+        print(f"{r['clients']:>7} {r['pause_ms']:>6} {r['throughput_rps']:>8} {r['p50_ms']:>8} {r['p99_ms']:>8} "
+              f"{r['engine_reads_per_s']:>8} {r['answers_per_read']:>8} {r['errors']:>6} "
+              f"{r['rss_kib'] / 1024:>8.1f} {r['peak_rss_kib'] / 1024:>8.1f} {r['engine_read_mean_ms']:>8}")
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+    return 0 if all(r["errors"] == 0 for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,147 @@
+"""The HTTP routes: /v1/work, /v1/openapi.json, /healthz, /readyz, /metrics.
+
+Nothing in a request reaches the engine read: /v1/work takes no parameters, and the target
+was fixed at start. Every error is JSON `{"error": <stable code>, "message": ...}`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+from typing import Awaitable, Callable
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from sidecar import errors
+from sidecar.auth import TokenFile
+from sidecar.coalescer import Coalescer
+from sidecar.constants import MAX_REQUEST_BODY_BYTES
+from sidecar.envelope import Identity, work_envelope
+from sidecar.events import EventLog
+from sidecar.lifecycle import Lifecycle
+from sidecar.metrics import SidecarMetrics
+from sidecar.sampler import Sample
+
+WORK = "/v1/work"
+OPENAPI = "/v1/openapi.json"
+HEALTHZ = "/healthz"
+READYZ = "/readyz"
+METRICS = "/metrics"
+ROUTES = (WORK, OPENAPI, HEALTHZ, READYZ, METRICS)
+API_PREFIX = "/v1/"
+OTHER_ROUTE = "other"  # the metrics label of every path we do not serve
+MALFORMED_ROUTE = "malformed"  # requests that failed to parse (oversized line or headers)
+REJECTED_ROUTE = "rejected"  # connections over the cap
+
+APP_SERVICE = web.AppKey("service", "Service")
+
+
+@dataclass(frozen=True)
+class Service:
+    """Everything the handlers use, built once by the wiring in cli.py."""
+
+    identity: Identity
+    coalescer: Coalescer[Sample]
+    lifecycle: Lifecycle
+    metrics: SidecarMetrics
+    tokens: TokenFile | None
+    openapi_json: bytes
+    work_wait_s: float  # the longest a /v1/work waits for its read
+    log: EventLog
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: str, message: str, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.headers = headers or {}
+
+
+def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(status=status, text=errors.error_body(code, message), content_type="application/json",
+                        headers=headers)
+
+
+def _json(body: dict, status: int = 200) -> web.Response:
+    return web.Response(status=status, text=json.dumps(body, separators=(",", ":")),
+                        content_type="application/json", headers={"Cache-Control": "no-store"})
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@web.middleware
+async def _errors_and_metrics(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Outermost: every failure becomes a JSON error, and every answer is counted."""
+    service = request.app[APP_SERVICE]
+    route = request.path if request.path in ROUTES else OTHER_ROUTE
+    try:
+        if request.content_length and request.content_length > MAX_REQUEST_BODY_BYTES:
+            raise ApiError(413, errors.REQUEST_TOO_LARGE, f"no route takes a body over {MAX_REQUEST_BODY_BYTES} bytes")
+        response = await handler(request)
+    except ApiError as exc:
+        response = error_response(exc.status, exc.code, exc.message, exc.headers)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        headers = {k: v for k, v in exc.headers.items() if k.lower() == "allow"}
+        message = f"{request.method} {request.path}: {exc.reason}"
+        response = error_response(exc.status, errors.code_for_status(exc.status), message, headers)
+    except Exception as exc:  # a bug: answer 500 and log it, never drop the connection silently
+        service.log.emit("handler_failed", level="error", route=route, error=repr(exc))
+        response = error_response(500, errors.INTERNAL_ERROR, f"internal error: {type(exc).__name__}")
+    service.metrics.observe_request(route, response.status)
+    return response
+
+
+@web.middleware
+async def _authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
+    tokens = request.app[APP_SERVICE].tokens
+    if tokens is not None and request.path.startswith(API_PREFIX):
+        verdict = tokens.check(request.headers.get("Authorization"))
+        if not verdict.ok:
+            raise ApiError(401, errors.UNAUTHORIZED, verdict.reason,
+                           {"WWW-Authenticate": 'Bearer realm="modeldrain"'})
+    return await handler(request)
+
+
+async def work(request: web.Request) -> web.Response:
+    service = request.app[APP_SERVICE]
+    try:
+        sample = await asyncio.wait_for(service.coalescer.fresh(), service.work_wait_s)
+    except TimeoutError:
+        raise ApiError(504, errors.READ_TIMEOUT,
+                       f"no fresh read of the engine finished within {service.work_wait_s:g} s") from None
+    return _json(work_envelope(service.identity, sample, service.lifecycle.terminating))
+
+
+async def openapi(request: web.Request) -> web.Response:
+    return web.Response(body=request.app[APP_SERVICE].openapi_json, content_type="application/json")
+
+
+async def healthz(request: web.Request) -> web.Response:
+    return _json({"status": "ok"})
+
+
+async def readyz(request: web.Request) -> web.Response:
+    # Ready whenever it serves: the engine being busy, slow or loading is an answer, not a fault,
+    # and a native sidecar's readiness gates the Pod's.
+    return _json({"status": "ready", "terminating": request.app[APP_SERVICE].lifecycle.terminating})
+
+
+async def metrics(request: web.Request) -> web.Response:
+    body = generate_latest(request.app[APP_SERVICE].metrics.registry)
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+def make_app(service: Service) -> web.Application:
+    app = web.Application(middlewares=[_errors_and_metrics, _authenticate], client_max_size=MAX_REQUEST_BODY_BYTES)
+    app[APP_SERVICE] = service
+    for path, handler in ((WORK, work), (OPENAPI, openapi), (HEALTHZ, healthz), (READYZ, readyz),
+                          (METRICS, metrics)):
+        app.router.add_get(path, handler, allow_head=False)
+    return app

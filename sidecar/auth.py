@@ -1,0 +1,110 @@
+"""Bearer-token check for /v1/*, against a token file that may rotate under us.
+
+A mounted Secret rotates by Kubernetes swapping its `..data` symlink, so the file's path
+stays and what it resolves to changes. Each check stats the path (following links: a few
+microseconds) and re-reads the token only when device, inode, size or mtime differ.
+
+Fails closed: a file that cannot be read or holds no token accepts nothing, so a broken
+Secret holds replicas (a bounded, safe outcome) rather than opening the API.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+from dataclasses import dataclass
+from typing import Callable
+
+from sidecar.constants import MAX_TOKEN_FILE_BYTES
+
+BEARER = "bearer"
+
+
+class TokenFileError(ValueError):
+    """The token file cannot serve as a token source (reported at start, exit 2)."""
+
+
+@dataclass(frozen=True)
+class _Stamp:
+    dev: int
+    ino: int
+    size: int
+    mtime_ns: int
+
+
+@dataclass(frozen=True)
+class Verdict:
+    ok: bool
+    reason: str = ""  # why not, for the 401's message; never echoes what was presented
+
+
+def read_token(path: str) -> bytes:
+    """The token in `path`, surrounding whitespace stripped; raises TokenFileError."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_TOKEN_FILE_BYTES + 1)
+    except OSError as exc:
+        raise TokenFileError(f"cannot read token file {path}: {exc.strerror or exc}") from None
+    if len(raw) > MAX_TOKEN_FILE_BYTES:
+        raise TokenFileError(f"token file {path} is over {MAX_TOKEN_FILE_BYTES} bytes")
+    token = raw.strip()
+    if not token:
+        raise TokenFileError(f"token file {path} is empty")
+    if any(b < 0x21 or b > 0x7E for b in token):
+        raise TokenFileError(f"token file {path} holds spaces, control or non-ASCII bytes")
+    return token
+
+
+class TokenFile:
+    """The current token of a file, re-read when the file changes."""
+
+    def __init__(self, path: str, on_change: Callable[[str], None] = lambda message: None):
+        self._path = path
+        self._on_change = on_change
+        self._stamp: _Stamp | None = None
+        self._token: bytes | None = None
+        self._problem = ""
+        read_token(path)  # at start, a bad file is a usage error, not a silent lock-out
+        self._refresh()
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    def check(self, authorization: str | None) -> Verdict:
+        """Whether an Authorization header value carries the current token (constant-time compare)."""
+        self._refresh()
+        if self._token is None:
+            # The detail (a path, an OS error) is in the log, not in an answer to any client.
+            return Verdict(False, "the sidecar has no valid token configured; see its log")
+        if not authorization:
+            return Verdict(False, "missing Authorization: Bearer header")
+        scheme, _, presented = authorization.strip().partition(" ")
+        if scheme.lower() != BEARER or not presented.strip():
+            return Verdict(False, "Authorization is not a Bearer token")
+        if not hmac.compare_digest(presented.strip().encode("utf-8", "replace"), self._token):
+            return Verdict(False, "wrong token")
+        return Verdict(True)
+
+    def _refresh(self) -> None:
+        try:
+            st = os.stat(self._path)
+        except OSError as exc:
+            self._set(None, None, f"cannot stat {self._path}: {exc.strerror or exc}")
+            return
+        stamp = _Stamp(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        if stamp == self._stamp:
+            return
+        try:
+            token = read_token(self._path)
+        except TokenFileError as exc:
+            self._set(stamp, None, str(exc))
+            return
+        self._set(stamp, token, "")
+
+    def _set(self, stamp: _Stamp | None, token: bytes | None, problem: str) -> None:
+        changed = token != self._token or problem != self._problem
+        first = self._stamp is None and self._token is None and not self._problem
+        self._stamp, self._token, self._problem = stamp, token, problem
+        if changed and not first:
+            self._on_change(problem or "token file re-read: new token in effect")

@@ -1,0 +1,154 @@
+"""`drain-sidecar`: wiring only. Parse flags, build the service, serve until the lifecycle ends.
+
+The logic lives in coalescer.py (fresh shared reads), incarnation.py, auth.py, app.py
+(routes) and lifecycle.py (the SIGTERM linger).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import time
+import uuid
+from importlib import resources
+
+from aiohttp import web
+from prometheus_client import disable_created_metrics
+
+from hook import __version__
+from sidecar import constants
+from sidecar.app import MALFORMED_ROUTE, REJECTED_ROUTE, Service, make_app
+from sidecar.auth import TokenFile
+from sidecar.coalescer import Coalescer
+from sidecar.config import SidecarConfig, build_parser, resolve_config
+from sidecar.envelope import Identity
+from sidecar.events import EventLog, route_library_logs
+from sidecar.lifecycle import Lifecycle
+from sidecar.metrics import SidecarMetrics
+from sidecar.sampler import EngineSampler
+from sidecar.site import LimitedTCPSite
+
+OPENAPI_RESOURCE = "openapi.json"
+
+EXIT_OK = 0  # stopped after SIGTERM (engine gone or linger bound) or SIGINT
+EXIT_LISTEN_FAILED = 1  # could not bind --listen
+# 2: usage error (argparse)
+
+
+def load_openapi() -> bytes:
+    return resources.files("sidecar").joinpath(OPENAPI_RESOURCE).read_bytes()
+
+
+async def serve(config: SidecarConfig, log: EventLog) -> int:
+    metrics = SidecarMetrics()
+    sampler = EngineSampler(config.read, metrics)
+    coalescer: Coalescer = Coalescer(sampler.sample, constants.MIN_READ_INTERVAL_S)
+    lifecycle = Lifecycle(coalescer, config.linger_max_s, constants.LINGER_POLL_INTERVAL_S, log)
+    tokens = None
+    if config.token_file:
+        tokens = TokenFile(config.token_file, lambda message: log.warning("token_file_changed", message=message))
+    identity = Identity(
+        instance=uuid.uuid4().hex,
+        version=__version__,
+        started_at_unix=time.time(),
+        pod=config.pod,
+        member=config.member,
+        target_url=config.read.target.url,
+    )
+    service = Service(
+        identity=identity,
+        coalescer=coalescer,
+        lifecycle=lifecycle,
+        metrics=metrics,
+        tokens=tokens,
+        openapi_json=load_openapi(),
+        # The read in flight, the spacing, then this caller's own read.
+        work_wait_s=(2 * config.read.read_timeout_s + constants.MIN_READ_INTERVAL_S
+                     + constants.WORK_WAIT_SLACK_S),
+        log=log,
+    )
+    # Used by the site's per-connection handlers (the runner's own factory is bypassed).
+    handler_kwargs = dict(
+        access_log=None,  # a controller polling every second would drown the log
+        keepalive_timeout=constants.KEEPALIVE_TIMEOUT_S,
+        max_line_size=constants.MAX_REQUEST_LINE_BYTES,
+        max_field_size=constants.MAX_HEADER_FIELD_BYTES,
+        max_headers=constants.MAX_HEADERS,
+    )
+    runner = web.AppRunner(make_app(service), handle_signals=False, shutdown_timeout=constants.SHUTDOWN_TIMEOUT_S,
+                           **handler_kwargs)
+    await runner.setup()
+    site = LimitedTCPSite(runner, config.listen_host, config.listen_port, config.max_connections, handler_kwargs,
+                          on_reject=lambda: metrics.observe_request(REJECTED_ROUTE, 503),
+                          on_error=lambda status: metrics.observe_request(MALFORMED_ROUTE, status))
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _loop, context: _log_loop_error(log, context))
+    loop.add_signal_handler(signal.SIGTERM, lifecycle.on_sigterm)
+    loop.add_signal_handler(signal.SIGINT, lifecycle.on_sigint)
+    try:
+        try:
+            await site.start()
+        except OSError as exc:  # the address is taken or not ours: say so plainly, no traceback
+            log.emit("listen_failed", level="error", listen=f"{config.listen_host}:{config.listen_port}",
+                     error=str(exc))
+            return EXIT_LISTEN_FAILED
+        addresses = site.addresses
+        log.emit("listening", addresses=[f"{h}:{p}" for h, p in addresses], target=identity.target_url,
+                 target_source=config.read.target.source,
+                 engine_hint=config.read.hint.kind.value if config.read.hint.kind else None,
+                 pod=config.pod, worker_index=config.member.worker_index,
+                 group_size=config.member.group_size, auth="bearer" if tokens else "open",
+                 instance=identity.instance)
+        if config.ready_file:
+            _write_ready_file(config.ready_file, addresses[0])
+        reason = await lifecycle.wait()
+        log.emit("stopping", reason=reason.value, reads=coalescer.reads_started)
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
+        loop.remove_signal_handler(signal.SIGINT)
+        await runner.cleanup()
+        await coalescer.close()
+        sampler.close()
+    log.emit("stopped", reason=reason.value)
+    return EXIT_OK
+
+
+def _log_loop_error(log: EventLog, context: dict) -> None:
+    """An error nothing awaited (a callback, a transport): one JSON line, like every other."""
+    exc = context.get("exception")
+    log.emit("loop_error", level="error", message=context.get("message", ""),
+             error=repr(exc) if exc else None)
+
+
+def _write_ready_file(path: str, address: tuple[str, int]) -> None:
+    host, port = address
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        f.write(f"{host}:{port}\n")
+    os.replace(tmp, path)  # readers never see a half-written file
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    config = resolve_config(args, parser)
+    log = EventLog()
+    route_library_logs(log)
+    disable_created_metrics()  # the *_created series only double the size of /metrics
+    for warning in config.read.warnings:
+        log.warning("config_warning", message=warning)
+    if config.token_file is None:
+        log.warning("api_open", message="no --token-file: /v1/* answers anyone who can reach the Pod IP")
+    if os.geteuid() == 0:
+        log.warning("running_as_root", message="run the sidecar as a non-root user (runAsNonRoot)")
+    try:
+        import uvloop
+    except ImportError as exc:
+        parser.error(f"uvloop is required: {exc}")
+    return uvloop.run(serve(config, log))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

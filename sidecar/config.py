@@ -1,0 +1,143 @@
+"""drain-sidecar's flags, validated once at start into a frozen value.
+
+The engine target flags and their resolution (flags, then the Pod's scrape annotations,
+then the engine's argv, then its defaults) are prestop's own, imported from hook.config.
+A bad flag is a usage error: a clear message and exit 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from dataclasses import dataclass
+from typing import Mapping
+
+from hook import __version__
+from hook.config import ReadConfig, add_target_flags, resolve_read_config
+from sidecar import constants
+from sidecar.auth import TokenFileError, read_token
+from sidecar.member import Member, resolve_member
+
+
+EPILOG = f"""\
+default port: {constants.DEFAULT_LISTEN_PORT}, chosen to clash with nothing an engine binds in the shared
+  Pod network namespace (vLLM 8000, SGLang 30000 and up, 8080/9090, DCGM's 9400) and to sit below
+  the ephemeral range where the engines' random internal ports land.
+
+signals: SIGTERM keeps serving until the engine's listener refuses a connection (a native
+  sidecar: at once; a classic container: when the engine has drained) or --linger-max passes,
+  then exits 0. SIGINT exits 0 at once.
+
+exit codes: 0 stopped by a signal; 1 cannot listen on --listen; 2 usage error.
+"""
+
+
+@dataclass(frozen=True)
+class SidecarConfig:
+    read: ReadConfig
+    listen_host: str  # "": every address
+    listen_port: int  # 0: any free port (tests)
+    token_file: str | None
+    pod: str | None
+    member: Member
+    linger_max_s: float
+    max_connections: int
+    ready_file: str | None
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """HOST:PORT, [IPv6]:PORT or :PORT (every address); raises ValueError."""
+    host, sep, port_text = text.rpartition(":")
+    if not sep:
+        raise ValueError(f"--listen must be HOST:PORT or :PORT, got {text!r}")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if any(c.isspace() for c in host) or "[" in host or "]" in host:
+        raise ValueError(f"--listen has a malformed host in {text!r}")
+    if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        raise ValueError(f"--listen port must be a number from 0 to 65535, got {port_text!r}")
+    return host, int(port_text)
+
+
+def _listen(text: str) -> tuple[str, int]:
+    try:
+        return parse_listen(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
+    return int(text)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="drain-sidecar",
+        description="Serve one fresh read of this Pod's engine work gauges to the operator's controller,\n"
+        "by Pod IP: GET /v1/work (OpenAPI at /v1/openapi.json), /healthz, /readyz, /metrics.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"drain-sidecar {__version__}")
+    parser.add_argument("--listen", type=_listen,
+                        default=(constants.DEFAULT_LISTEN_HOST, constants.DEFAULT_LISTEN_PORT),
+                        metavar="HOST:PORT",
+                        help=f"where to serve (default :{constants.DEFAULT_LISTEN_PORT}, every address)")
+    parser.add_argument("--token-file", metavar="FILE",
+                        help="require 'Authorization: Bearer <token>' on /v1/*, the token read from FILE "
+                        "(re-read when it changes); without it /v1/* is open")
+    parser.add_argument("--pod-name", help=f"this Pod's name (default ${constants.POD_NAME_ENV})")
+    parser.add_argument("--worker-index", metavar="N",
+                        help=f"this member's index in its group (default ${constants.LWS_WORKER_INDEX_ENV})")
+    parser.add_argument("--group-size", metavar="N",
+                        help=f"members in the replica (default ${constants.LWS_GROUP_SIZE_ENV}, else 1)")
+    parser.add_argument("--linger-max", type=_seconds, default=constants.DEFAULT_LINGER_MAX_S, metavar="SECONDS",
+                        help="after SIGTERM, keep serving until the engine refuses connections or this long "
+                        f"passes; set it to the Pod's terminationGracePeriodSeconds "
+                        f"(default {constants.DEFAULT_LINGER_MAX_S:g})")
+    parser.add_argument("--max-connections", type=_positive_int, default=constants.MAX_CONNECTIONS, metavar="N",
+                        help=f"concurrent client connections; more get a 503 (default {constants.MAX_CONNECTIONS})")
+    parser.add_argument("--ready-file", metavar="FILE",
+                        help="once listening, write HOST:PORT here (for scripts and tests; port 0 resolved)")
+    add_target_flags(parser)
+    return parser
+
+
+def resolve_config(args: argparse.Namespace, parser: argparse.ArgumentParser,
+                   env: Mapping[str, str] | None = None) -> SidecarConfig:
+    """Validate what argparse cannot check alone; a problem ends in parser.error (exit 2)."""
+    env = os.environ if env is None else env
+    try:
+        member = resolve_member(args.worker_index, args.group_size, env)
+    except ValueError as exc:
+        parser.error(str(exc))
+    if args.token_file is not None:
+        try:
+            read_token(args.token_file)
+        except TokenFileError as exc:
+            parser.error(f"--token-file: {exc}")
+    host, port = args.listen
+    return SidecarConfig(
+        read=resolve_read_config(args),
+        listen_host=host,
+        listen_port=port,
+        token_file=args.token_file,
+        pod=args.pod_name or env.get(constants.POD_NAME_ENV) or None,
+        member=member,
+        linger_max_s=args.linger_max,
+        max_connections=args.max_connections,
+        ready_file=args.ready_file,
+    )

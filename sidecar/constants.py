@@ -1,0 +1,76 @@
+"""The sidecar's own constants, named once, each with the reason for its value.
+
+The drain's constants (read timeout, body cap, grace) live in hook/constants.py and are
+imported from there; these are only what serving the controller adds.
+"""
+
+from hook.constants import DEFAULT_GRACE_S
+
+# Every response's `schema`: a client checks it before trusting the field layout. Bump the
+# version on any change a client could misread; adding an optional field is not one.
+SCHEMA_VERSION = "modeldrain.sidecar/v1"
+
+# The Pod's containers share one network namespace, so the port must clash with nothing the
+# engine binds: not vLLM's 8000 or SGLang's 30000 (and the ports SGLang derives above it),
+# not 8080/9090 (proxies, Prometheus), not 9400 (NVIDIA's DCGM exporter), and below Linux's
+# ephemeral range (32768+) where vLLM's and SGLang's randomly chosen internal ports land.
+DEFAULT_LISTEN_PORT = 8490
+# The controller reads the sidecar by Pod IP, so it listens on every address, IPv4 and IPv6
+# ("" in --listen ":PORT"); the engine read stays on loopback whatever this says.
+DEFAULT_LISTEN_HOST = ""
+
+# Lingering after SIGTERM ends when the engine's listener refuses a connection, or after this
+# long. The default is the operator's default grace: a classic container gets SIGTERM at the
+# delete, while the engine may drain until G, and kubelet kills both at G anyway.
+DEFAULT_LINGER_MAX_S = DEFAULT_GRACE_S
+
+# While lingering, one loopback read every half second: the sidecar leaves within ~0.5 s of
+# the engine's listener closing, at the cost of two tiny scrapes a second for a few seconds.
+LINGER_POLL_INTERVAL_S = 0.5
+
+# Consecutive engine reads start at least this far apart. Coalescing already keeps one read in
+# flight, but a storm of callers would still chain scrapes back to back (each ~5-50 ms of the
+# engine's API process rendering its exposition). 10 reads a second at most is ten times the
+# hook's own rate, and adds at most 0.1 s to an answer; the controller reads about once a second.
+MIN_READ_INTERVAL_S = 0.1
+
+# A request for /v1/work waits for at most the read in flight and then its own (each bounded
+# by the read timeout) and the spacing between reads, plus this much for thread hand-off on a
+# loaded node. Past it the
+# answer is a 504, never a stale read.
+WORK_WAIT_SLACK_S = 1.0
+
+# --- HTTP bounds ---------------------------------------------------------------------------------
+
+# Only GETs with a short path and a bearer token arrive; 4 KiB per line and per header is
+# ample (a Kubernetes service-account token is ~1 KiB) and caps what a client can make us hold.
+MAX_REQUEST_LINE_BYTES = 4096
+MAX_HEADER_FIELD_BYTES = 4096
+MAX_HEADERS = 32
+
+# No route takes a body; anything larger than this is refused before it is read.
+MAX_REQUEST_BODY_BYTES = 1024
+
+# One controller and a few peers read a replica; 64 leaves room for a storm of retries while
+# a connection flood cannot exhaust file descriptors. Excess connections get a 503 and close.
+MAX_CONNECTIONS = 64
+
+# A connection over the cap gets its 503, then this long to close its side before we close
+# ours: enough for a client to read the answer, short enough that a flood holds few sockets.
+OVERLOADED_DRAIN_S = 0.5
+
+# A connection that has not sent a whole request within this long is closed (aiohttp's
+# keep-alive timer also runs before the first request), so slow-header clients are bounded.
+# A controller reading once a second keeps its connection alive comfortably.
+KEEPALIVE_TIMEOUT_S = 10.0
+
+# At exit, requests still running get this long to finish (a /v1/work waits at most ~2 reads).
+SHUTDOWN_TIMEOUT_S = 5.0
+
+# The token file holds one bearer token; anything bigger is not a token.
+MAX_TOKEN_FILE_BYTES = 4096
+
+# Kubernetes' downward API gives these to LeaderWorkerSet members.
+LWS_WORKER_INDEX_ENV = "LWS_WORKER_INDEX"
+LWS_GROUP_SIZE_ENV = "LWS_GROUP_SIZE"
+POD_NAME_ENV = "POD_NAME"

@@ -1,0 +1,55 @@
+"""Which member of its replica this Pod is, and whether its answer speaks for the replica.
+
+Spec "Reading member work": a replica of one Pod answers through itself; a leader-served
+replica of several answers through the member carrying rank 0. LeaderWorkerSet gives each
+member LWS_WORKER_INDEX and LWS_GROUP_SIZE; flags override them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from sidecar.constants import LWS_GROUP_SIZE_ENV, LWS_WORKER_INDEX_ENV
+
+
+@dataclass(frozen=True)
+class Member:
+    worker_index: int
+    group_size: int
+    source: str  # "flag", "env" or "default" (a single-Pod replica)
+
+    @property
+    def speaks_for_replica(self) -> bool:
+        return self.group_size == 1 or self.worker_index == 0
+
+
+def _count(text: str, what: str, minimum: int) -> int:
+    value = text.strip()
+    if not value.isdigit() or int(value) < minimum:
+        raise ValueError(f"{what} must be a whole number >= {minimum}, got {text!r}")
+    return int(value)
+
+
+def resolve_member(worker_index: str | None, group_size: str | None, env: Mapping[str, str]) -> Member:
+    """From flags, else the LWS environment, else a single-Pod replica; raises ValueError."""
+    flag = worker_index is not None or group_size is not None
+    index_text = worker_index if worker_index is not None else env.get(LWS_WORKER_INDEX_ENV)
+    size_text = group_size if group_size is not None else env.get(LWS_GROUP_SIZE_ENV)
+    if index_text is None and size_text is None:
+        return Member(0, 1, "default")
+    source = "flag" if flag else "env"
+    index_name = "--worker-index" if worker_index is not None else LWS_WORKER_INDEX_ENV
+    size_name = "--group-size" if group_size is not None else LWS_GROUP_SIZE_ENV
+    if size_text is None:
+        raise ValueError(f"{index_name} is set but the group size is not (--group-size or {LWS_GROUP_SIZE_ENV})")
+    size = _count(size_text, size_name, 1)
+    if index_text is None:
+        if size != 1:
+            raise ValueError(f"{size_name}={size} but the worker index is not set "
+                             f"(--worker-index or {LWS_WORKER_INDEX_ENV})")
+        index_text = "0"
+    index = _count(index_text, index_name, 0)
+    if index >= size:
+        raise ValueError(f"worker index {index} is not below group size {size}")
+    return Member(index, size, source)

@@ -1,0 +1,57 @@
+"""One numbered read of the engine: the hook's reader, run off the event loop.
+
+`hook.reader.read_work` is synchronous (stdlib sockets with an end-to-end deadline), so it
+runs on a single worker thread; the coalescer guarantees one read at a time, and one thread
+bounds it even if that guarantee were broken.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import time
+from dataclasses import dataclass
+
+from hook.config import ReadConfig
+from hook.outcome import Read, ReadOutcome
+from hook.reader import read_work
+from sidecar.incarnation import Incarnation, IncarnationTracker, Observation
+from sidecar.metrics import SidecarMetrics
+
+
+@dataclass(frozen=True)
+class Sample:
+    seq: int
+    started_at_unix: float  # wall time at the read's start, for people and logs
+    read: Read
+    incarnation: Incarnation
+
+
+class EngineSampler:
+    def __init__(self, config: ReadConfig, metrics: SidecarMetrics):
+        self._config = config
+        self._metrics = metrics
+        self._tracker = IncarnationTracker()
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine-read")
+
+    @property
+    def incarnation(self) -> Incarnation:
+        return self._tracker.current
+
+    async def sample(self, seq: int) -> Sample:
+        started_at_unix = time.time()
+        c = self._config
+        read = await asyncio.get_running_loop().run_in_executor(
+            self._pool, read_work, c.target, c.hint, c.read_timeout_s, c.max_body_bytes)
+        observation = Observation(
+            answered=read.outcome is not ReadOutcome.REFUSED,
+            process_start_time=read.process_start_time,
+            counters=read.restart_counters or None,
+        )
+        incarnation = self._tracker.observe(seq, observation)
+        self._metrics.observe_read(read, incarnation.value)
+        return Sample(seq, started_at_unix, read, incarnation)
+
+    def close(self) -> None:
+        # A read still running ends by its own deadline; do not wait for it.
+        self._pool.shutdown(wait=False, cancel_futures=True)
