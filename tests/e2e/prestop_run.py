@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import tempfile
 import sys
 import time
 from dataclasses import dataclass
@@ -16,6 +17,10 @@ PRESTOP = str(Path(sys.executable).with_name("prestop"))
 # deadline at 8 - 5 = 3 s. The defaults (5 s, G - 5) are tested on their own.
 FAST = ["--route-wait", "1", "--grace", "8"]
 FAST_DEADLINE_S = 3.0
+
+# Unless a test shows the hook a /proc of its own, it sees none: in a Pod the hook sees only
+# its container's processes, never the engines other tests run on this machine meanwhile.
+NO_PROCESSES = tempfile.mkdtemp(prefix="empty-proc-")
 
 
 @dataclass(frozen=True)
@@ -40,10 +45,10 @@ class HookRun:
 
 def run_prestop(*args: str, timeout_s: float = 60, env: dict | None = None) -> HookRun:
     started = time.monotonic()
-    proc = subprocess.run([PRESTOP, *args, "--quiet"], capture_output=True, text=True, timeout=timeout_s,
+    proc = subprocess.run([PRESTOP, "--proc-root", NO_PROCESSES, *args, "--quiet"], capture_output=True, text=True, timeout=timeout_s,
                           env=None if env is None else dict(os.environ, **env))
     return HookRun(proc.returncode, time.monotonic() - started, proc.stdout, proc.stderr)
 
 
 def start_prestop(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([PRESTOP, *args, "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen([PRESTOP, "--proc-root", NO_PROCESSES, *args, "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

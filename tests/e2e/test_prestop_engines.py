@@ -102,20 +102,29 @@ def test_annotations_file_names_port_path_and_scheme(tmp_path, engine_cert):
     assert started["target_source"] == "annotation"
 
 
+def container_proc(tmp_path, engine) -> str:
+    """A /proc that shows only the engine, as a container's PID namespace does (and other
+    tests' engines, running at the same time, stay out of sight)."""
+    root = tmp_path / "proc"
+    root.mkdir()
+    (root / str(engine.pid)).symlink_to(f"/proc/{engine.pid}")
+    return str(root)
+
+
 def test_bad_annotation_is_a_warning_and_the_next_source_is_used(tmp_path):
     with EngineProcess(launch=LaunchShape.VLLM_CLI) as engine:
         annotations = tmp_path / "annotations"
         annotations.write_text('prometheus.io/port="eighty"\n')
-        run = run_prestop(*FAST, "--annotations", str(annotations))
+        run = run_prestop(*FAST, "--annotations", str(annotations), "--proc-root", container_proc(tmp_path, engine))
     assert run.code == 0, run.stderr
     assert "prometheus.io/port" in run.event("config_warning")["message"]
     assert run.event("drain_started")["target"] == f"http://127.0.0.1:{engine.port}/metrics"
 
 
 @pytest.mark.parametrize("shape", [LaunchShape.VLLM_CLI, LaunchShape.SGLANG_MODULE])
-def test_engine_and_port_found_from_its_own_command_line(shape):
+def test_engine_and_port_found_from_its_own_command_line(shape, tmp_path):
     with EngineProcess(launch=shape) as engine:
-        run = run_prestop("--route-wait", "1", "--grace", "8")
+        run = run_prestop("--route-wait", "1", "--grace", "8", "--proc-root", container_proc(tmp_path, engine))
     assert run.code == 0, run.stderr
     started = run.event("drain_started")
     assert started["target"] == f"http://127.0.0.1:{engine.port}/metrics"
