@@ -1,0 +1,118 @@
+"""POST /v1/completions: a request that waits for a slot, runs for `duration_s`, then answers.
+
+How it ends is the scheduler's and the shutdown policy's call; this handler only turns the outcome
+into what the client sees: 200 JSON (or an SSE stream), HTTP 500, or a dropped connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import time
+
+from aiohttp import web
+
+from emulation import constants
+from emulation.connections import drop
+from emulation.runtime import EngineRuntime, ServingState
+from emulation.scheduler import Outcome, Scheduler, Ticket
+
+
+def _bad_request(message: str) -> web.Response:
+    return web.json_response({"error": {"message": message, "type": "BadRequestError"}}, status=400)
+
+
+def _server_error(message: str) -> web.Response:
+    return web.json_response({"error": {"message": message, "type": "InternalServerError"}}, status=500)
+
+
+def _completion(runtime: EngineRuntime, ticket: Ticket) -> dict:
+    return {
+        "id": f"cmpl-{runtime.incarnation.number}-{ticket.request_id}",
+        "object": "text_completion",
+        "created": int(time.time()),
+        "model": runtime.config.model_name,
+        "choices": [{"index": 0, "text": " emulated", "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": constants.PROMPT_TOKENS_PER_REQUEST,
+                  "completion_tokens": constants.GENERATION_TOKENS_PER_REQUEST},
+    }
+
+
+async def _parse(request: web.Request) -> tuple[float, bool] | web.Response:
+    try:
+        body = await request.json() if request.can_read_body else {}
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        return _bad_request(f"body is not JSON: {exc}")
+    if not isinstance(body, dict):
+        return _bad_request("body must be a JSON object")
+    duration_s = body.get("duration_s", constants.DEFAULT_REQUEST_DURATION_S)
+    if isinstance(duration_s, bool) or not isinstance(duration_s, (int, float)) \
+            or not math.isfinite(duration_s) or duration_s < 0:
+        return _bad_request(f"duration_s must be a finite number >= 0, got {duration_s!r}")
+    return float(duration_s), bool(body.get("stream", False))
+
+
+def _client_gone(scheduler: Scheduler, ticket: Ticket) -> None:
+    scheduler.end(ticket, Outcome.CLIENT_GONE)  # no-op if it had already ended
+
+
+def make_completions_handler(runtime: EngineRuntime):
+    async def completions(request: web.Request) -> web.StreamResponse:
+        parsed = await _parse(request)
+        if isinstance(parsed, web.Response):
+            return parsed
+        duration_s, stream = parsed
+        if runtime.state is ServingState.STOPPING:
+            return drop(request)  # a connection that slipped in as the listener closed
+        if runtime.rejects_new_work:
+            runtime.totals.rejected += 1
+            return _server_error(constants.VLLM_DRAIN_REJECT_MESSAGE)
+        scheduler = runtime.scheduler
+        ticket = scheduler.submit(duration_s)
+        try:
+            if stream:
+                return await _stream(request, runtime, ticket)
+            outcome = await asyncio.shield(ticket.done)
+        except asyncio.CancelledError:
+            # The client went away (aiohttp cancels the handler): the engine drops the request.
+            _client_gone(scheduler, ticket)
+            raise
+        except ConnectionError:
+            # The client went away while a stream was being written.
+            _client_gone(scheduler, ticket)
+            return web.Response(status=499)
+        if outcome is Outcome.COMPLETED:
+            return web.json_response(_completion(runtime, ticket))
+        if outcome is Outcome.FAILED:
+            return _server_error("request aborted: shutdown timeout reached")
+        return drop(request)
+
+    return completions
+
+
+async def _stream(request: web.Request, runtime: EngineRuntime, ticket: Ticket) -> web.StreamResponse:
+    """Server-sent events: headers at once, a chunk every STREAM_CHUNK_INTERVAL_S, then [DONE]."""
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    await response.prepare(request)
+    chunk = {"id": f"cmpl-{runtime.incarnation.number}-{ticket.request_id}", "object": "text_completion",
+             "model": runtime.config.model_name, "choices": [{"index": 0, "text": " tok", "finish_reason": None}]}
+    while True:
+        done, _ = await asyncio.wait({ticket.done}, timeout=constants.STREAM_CHUNK_INTERVAL_S)
+        if done:
+            break
+        if ticket.run_started.is_set():
+            await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
+    outcome = ticket.done.result()
+    if outcome is Outcome.COMPLETED:
+        final = dict(chunk, choices=[{"index": 0, "text": "", "finish_reason": "stop"}])
+        await response.write(f"data: {json.dumps(final)}\n\ndata: [DONE]\n\n".encode())
+        await response.write_eof()
+        return response
+    if outcome is Outcome.FAILED:
+        aborted = dict(chunk, choices=[{"index": 0, "text": "", "finish_reason": "abort"}])
+        await response.write(f"data: {json.dumps(aborted)}\n\ndata: [DONE]\n\n".encode())
+        await response.write_eof()
+        return response
+    drop(request)
+    return response

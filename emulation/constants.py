@@ -1,0 +1,94 @@
+"""Every timing and size constant of the emulation, named once, each with the reason for its value.
+
+Engine behaviour comes from measurements of the real engines (/work/shared/ENGINES.md) and the
+operator's spec; kubelet behaviour from kubelet's own source. Nothing else restates these numbers.
+"""
+
+# --- vLLM ----------------------------------------------------------------------------------------
+
+# vLLM with the default --shutdown-timeout 0, idle, exits ~2 s after SIGTERM (measured).
+VLLM_ABORT_EXIT_LAG_S = 2.0
+
+# vLLM with --shutdown-timeout N spends ~7 s tearing down once its queue is empty or N runs out
+# (measured). Overridable with --drain-teardown-s so tests need not wait it out.
+VLLM_DRAIN_TEARDOWN_S = 7.0
+
+# vLLM's answer to a request arriving while --shutdown-timeout drains.
+VLLM_DRAIN_REJECT_MESSAGE = "cannot schedule new futures after shutdown"
+
+# --- SGLang --------------------------------------------------------------------------------------
+
+# SGLang checks its queue every 5 s after SIGTERM and exits when it is empty; idle it left ~4 s
+# after the signal, so the first check comes at 4 s and the rest every 5 s.
+SGLANG_FIRST_DRAIN_CHECK_S = 4.0
+SGLANG_DRAIN_CHECK_INTERVAL_S = 5.0
+
+# From SGLang 0.5.14 a prefill or decode server's scheduler ignores the shutdown request, and the
+# engine waits a fixed 15 s for it before killing it (spec "Drain window"). Overridable with
+# --split-role-exit-wait-s so tests need not wait it out.
+SGLANG_SPLIT_ROLE_SCHEDULER_WAIT_S = 15.0
+
+# --- Both engines --------------------------------------------------------------------------------
+
+# Share of a request's life a disaggregated role spends in its own queues, outside the running
+# batch. Real shares depend on KV size and network; a fixed split keeps tests deterministic while
+# every in-flight request still shows in exactly one gauge at every instant.
+PREFILL_BOOTSTRAP_SHARE = 0.2  # prefill: before the slot, waiting for the decoder's handshake
+PREFILL_INFLIGHT_SHARE = 0.2  # prefill: after running, KV still being sent to the decoder
+DECODE_PREALLOC_SHARE = 0.1  # decode: before the slot, waiting to allocate KV
+DECODE_TRANSFER_SHARE = 0.1  # decode: before the slot, receiving KV from the prefiller
+
+# A streaming response sends one chunk this often while it runs: frequent enough that a reader
+# sees a live stream, rare enough that a 20 s request is ~80 chunks.
+STREAM_CHUNK_INTERVAL_S = 0.25
+
+# Token counts the emulator books per completed request, for the token counters. Arbitrary but
+# plausible for a short completion.
+PROMPT_TOKENS_PER_REQUEST = 32
+GENERATION_TOKENS_PER_REQUEST = 64
+
+# Default scheduler capacity per engine: vLLM's --max-num-seqs on a small CPU box.
+DEFAULT_MAX_RUNNING = 16
+
+# A request that names no duration runs this long.
+DEFAULT_REQUEST_DURATION_S = 1.0
+
+# aiohttp's graceful close waits this long for handlers still running (hang, drip) at exit; the
+# engine has already decided their fate, so there is nothing to wait for.
+HANDLER_SHUTDOWN_GRACE_S = 0.5
+
+# --- Misbehaviour defaults -----------------------------------------------------------------------
+
+# drip and slow-headers send one byte per second: slow enough that any sane read timeout fires.
+DRIP_INTERVAL_S = 1.0
+
+# restart: how long the listener stays away, like a container restart of a light process.
+RESTART_DOWN_S = 2.0
+
+# huge: a body big enough to exceed any sane reader cap (the hook caps at 4 MiB).
+HUGE_BODY_MB = 16
+
+# --- Kubelet -------------------------------------------------------------------------------------
+
+# When the preStop hook leaves under 2 s of the grace (or outlives it), kubelet still gives the
+# container 2 s between SIGTERM and SIGKILL (minimumGracePeriodInSeconds in kuberuntime).
+KUBELET_MIN_STOP_GRACE_S = 2.0
+
+# --- Process handling for tests ------------------------------------------------------------------
+
+# The emulator binds and answers /health in well under a second; 15 s leaves room for a loaded CI
+# box with 2 cores.
+ENGINE_START_TIMEOUT_S = 15.0
+
+# How often a parent polls for the ready file, /health or a process exit.
+POLL_STEP_S = 0.02
+
+# A loopback /health probe during start-up that takes longer than this is retried.
+HEALTH_PROBE_TIMEOUT_S = 1.0
+
+# EngineProcess's test requests: loopback answers are instant unless a misbehaviour delays them on
+# purpose, and a test that wants to see that passes its own timeout.
+TEST_REQUEST_TIMEOUT_S = 5.0
+
+# A teardown first asks the emulator to exit now (SIGINT), then SIGKILLs after this long.
+TEARDOWN_TERM_WAIT_S = 3.0

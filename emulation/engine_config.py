@@ -1,0 +1,199 @@
+"""The emulated engine's configuration: parsed and validated once, from the command line, into a value.
+
+Bad input ends the program here with a clear message and exit status 2 (argparse's own), never a
+traceback; past this point nothing re-checks it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import enum
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from emulation import constants
+from emulation.misbehaviour import Misbehaviour
+
+
+class EngineKind(enum.Enum):
+    VLLM = "vllm"
+    SGLANG = "sglang"
+
+
+class Role(enum.Enum):
+    """SGLang's --disaggregation-mode; vLLM is always unified."""
+
+    UNIFIED = "unified"
+    PREFILL = "prefill"
+    DECODE = "decode"
+
+
+class SigtermPolicy(enum.Enum):
+    """What the engine does on SIGTERM (see ENGINES.md)."""
+
+    ABORT = "abort"  # vLLM default: listener closes, in-flight requests get no response
+    DRAIN_TIMEOUT = "drain-timeout"  # vLLM --shutdown-timeout N: finish work, refuse new with 500
+    DRAIN = "drain"  # SGLang: /health 503, keep serving everything, exit when empty
+    IGNORE = "ignore"  # not a real engine: one that only SIGKILL stops (kubelet tests)
+
+
+class ExpositionFormat(enum.Enum):
+    TEXT = "text"  # Prometheus text 0.0.4, or OpenMetrics when the reader asks, like prometheus_client
+    OPENMETRICS = "openmetrics"  # OpenMetrics whatever the reader asks
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    kind: EngineKind
+    role: Role
+    dp: int
+    host: str
+    port: int
+    tls_cert: Path | None
+    tls_key: Path | None
+    exposition_format: ExpositionFormat
+    body_kb: int | None  # None: the real engine's natural size
+    max_running: int
+    on_sigterm: SigtermPolicy
+    shutdown_timeout_s: float
+    drain_teardown_s: float
+    split_role_exit_wait_s: float
+    misbehaviour: Misbehaviour
+    ready_file: Path | None
+    stats_file: Path | None
+    model_name: str
+    multiprocess: bool
+    legacy_prefill_name: bool
+
+    @property
+    def tls(self) -> bool:
+        return self.tls_cert is not None
+
+    @property
+    def metric_prefix(self) -> str:
+        return f"{self.kind.value}:"
+
+
+DEFAULT_SIGTERM_POLICY = {EngineKind.VLLM: SigtermPolicy.ABORT, EngineKind.SGLANG: SigtermPolicy.DRAIN}
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"port must be 0..65535, got {value}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m emulation.engine",
+        description="An emulated vLLM or SGLang server: real HTTP, the real engines' /metrics "
+        "families, their SIGTERM behaviour, and switchable misbehaviour for tests.",
+    )
+    parser.add_argument("--kind", type=EngineKind, choices=list(EngineKind), default=EngineKind.VLLM,
+                        metavar="{vllm,sglang}")
+    parser.add_argument("--role", type=Role, choices=list(Role), default=Role.UNIFIED,
+                        metavar="{unified,prefill,decode}", help="SGLang disaggregation role")
+    parser.add_argument("--dp", type=_positive_int, default=1,
+                        help="data-parallel engines: one series per rank")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=_port, default=0, help="0 picks a free port")
+    parser.add_argument("--tls-cert", type=Path)
+    parser.add_argument("--tls-key", type=Path)
+    parser.add_argument("--format", dest="exposition_format", type=ExpositionFormat,
+                        choices=list(ExpositionFormat), default=ExpositionFormat.TEXT,
+                        metavar="{text,openmetrics}")
+    parser.add_argument("--body-kb", type=_positive_int, default=None,
+                        help="pad /metrics to about this many KB (default: the real engine's size)")
+    parser.add_argument("--max-running", type=_positive_int, default=constants.DEFAULT_MAX_RUNNING,
+                        help="scheduler slots per engine; the rest wait")
+    parser.add_argument("--on-sigterm", type=SigtermPolicy, choices=list(SigtermPolicy), default=None,
+                        metavar="{abort,drain,drain-timeout,ignore}",
+                        help="default: abort for vllm, drain for sglang")
+    parser.add_argument("--shutdown-timeout", dest="shutdown_timeout_s", type=_seconds, default=0.0,
+                        help="vLLM --shutdown-timeout: seconds to drain on SIGTERM (implies drain-timeout)")
+    parser.add_argument("--drain-teardown-s", type=_seconds, default=constants.VLLM_DRAIN_TEARDOWN_S,
+                        help="vLLM teardown after a drain-timeout drain")
+    parser.add_argument("--split-role-exit-wait-s", type=_seconds,
+                        default=constants.SGLANG_SPLIT_ROLE_SCHEDULER_WAIT_S,
+                        help="SGLang prefill/decode: extra wait for the scheduler after the drain")
+    parser.add_argument("--misbehave", type=Misbehaviour, choices=list(Misbehaviour),
+                        default=Misbehaviour.NONE, metavar="MODE",
+                        help="initial misbehaviour: " + ", ".join(m.value for m in Misbehaviour))
+    parser.add_argument("--ready-file", type=Path, help="write the bound port here once listening")
+    parser.add_argument("--stats-file", type=Path, help="write final JSON stats here at exit")
+    parser.add_argument("--model-name", default="tiny")
+    parser.add_argument("--multiprocess", action="store_true",
+                        help="prometheus multiprocess mode: no process_*/python_* families")
+    parser.add_argument("--legacy-prefill-name", action="store_true",
+                        help="SGLang before May 2026: num_prefill_prealloc_queue_reqs")
+    return parser
+
+
+def parse_engine_args(argv: Sequence[str] | None = None) -> EngineConfig:
+    """Parse and validate; on bad input argparse prints usage and a reason and exits 2."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if (args.tls_cert is None) != (args.tls_key is None):
+        parser.error("--tls-cert and --tls-key go together")
+    for path in (args.tls_cert, args.tls_key):
+        if path is not None and not os.access(path, os.R_OK):
+            parser.error(f"cannot read {path}")
+    if args.kind is EngineKind.VLLM and args.role is not Role.UNIFIED:
+        parser.error("--role prefill/decode is SGLang's; vLLM is always unified")
+    if args.legacy_prefill_name and args.kind is not EngineKind.SGLANG:
+        parser.error("--legacy-prefill-name is SGLang's")
+    on_sigterm = args.on_sigterm
+    if on_sigterm is None:
+        if args.kind is EngineKind.VLLM and args.shutdown_timeout_s > 0:
+            on_sigterm = SigtermPolicy.DRAIN_TIMEOUT
+        else:
+            on_sigterm = DEFAULT_SIGTERM_POLICY[args.kind]
+    multiprocess = args.multiprocess or args.kind is EngineKind.SGLANG  # SGLang always is
+    return EngineConfig(
+        kind=args.kind,
+        role=args.role,
+        dp=args.dp,
+        host=args.host,
+        port=args.port,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        exposition_format=args.exposition_format,
+        body_kb=args.body_kb,
+        max_running=args.max_running,
+        on_sigterm=on_sigterm,
+        shutdown_timeout_s=args.shutdown_timeout_s,
+        drain_teardown_s=args.drain_teardown_s,
+        split_role_exit_wait_s=args.split_role_exit_wait_s,
+        misbehaviour=args.misbehave,
+        ready_file=args.ready_file,
+        stats_file=args.stats_file,
+        model_name=args.model_name,
+        multiprocess=multiprocess,
+        legacy_prefill_name=args.legacy_prefill_name,
+    )

@@ -1,0 +1,77 @@
+"""What each engine does on SIGTERM, as measured (ENGINES.md), one coroutine per policy.
+
+- abort (vLLM default): listener closed at once, in-flight requests get no response, exit ~2 s later.
+- drain-timeout (vLLM --shutdown-timeout N): /health and /metrics keep serving, in-flight work
+  finishes, new requests get HTTP 500; when empty or after N s (the rest get HTTP 500), ~7 s of
+  teardown, exit.
+- drain (SGLang): /health 503 at once, everything (new requests too) is served; the queue is checked
+  at 4 s and then every 5 s, exit 0 when empty (prefill/decode wait 15 s more for their scheduler).
+- ignore: nothing happens; only SIGKILL ends it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from emulation import constants
+from emulation.engine_config import Role, SigtermPolicy
+from emulation.lifecycle import Lifecycle
+from emulation.runtime import EngineRuntime, ServingState
+from emulation.scheduler import Outcome
+
+log = logging.getLogger(__name__)
+
+
+async def on_sigterm(runtime: EngineRuntime, lifecycle: Lifecycle) -> None:
+    policy = runtime.config.on_sigterm
+    log.info("SIGTERM: %s with %d in flight", policy.value, runtime.scheduler.in_flight)
+    if policy is SigtermPolicy.ABORT:
+        await _abort(runtime, lifecycle)
+    elif policy is SigtermPolicy.DRAIN_TIMEOUT:
+        await _drain_with_timeout(runtime, lifecycle)
+    elif policy is SigtermPolicy.DRAIN:
+        await _drain(runtime, lifecycle)
+    else:
+        log.info("SIGTERM ignored")
+
+
+async def _abort(runtime: EngineRuntime, lifecycle: Lifecycle) -> None:
+    runtime.state = ServingState.STOPPING
+    lifecycle.close_listener()
+    lifecycle.drop_everything()
+    await asyncio.sleep(constants.VLLM_ABORT_EXIT_LAG_S)
+    lifecycle.request_exit(0)
+
+
+async def _drain_with_timeout(runtime: EngineRuntime, lifecycle: Lifecycle) -> None:
+    runtime.state = ServingState.DRAINING
+    runtime.rejects_new_work = True
+    timeout_s = runtime.config.shutdown_timeout_s
+    try:
+        await asyncio.wait_for(runtime.scheduler.wait_idle(), timeout=timeout_s)
+        log.info("drained: nothing in flight")
+    except asyncio.TimeoutError:
+        failed = runtime.scheduler.end_all(Outcome.FAILED)
+        log.info("shutdown timeout %.1f s reached: %d requests failed", timeout_s, failed)
+    runtime.state = ServingState.STOPPING
+    lifecycle.close_listener()
+    await asyncio.sleep(runtime.config.drain_teardown_s)
+    lifecycle.request_exit(0)
+
+
+async def _drain(runtime: EngineRuntime, lifecycle: Lifecycle) -> None:
+    runtime.state = ServingState.DRAINING
+    runtime.health_ok = False
+    started_at = time.monotonic()
+    await asyncio.sleep(constants.SGLANG_FIRST_DRAIN_CHECK_S)
+    while runtime.scheduler.in_flight > 0:
+        log.info("drain check: %d in flight", runtime.scheduler.in_flight)
+        await asyncio.sleep(constants.SGLANG_DRAIN_CHECK_INTERVAL_S)
+    log.info("drained after %.1f s", time.monotonic() - started_at)
+    if runtime.config.role is not Role.UNIFIED:
+        await asyncio.sleep(runtime.config.split_role_exit_wait_s)
+    runtime.state = ServingState.STOPPING
+    lifecycle.close_listener()
+    lifecycle.request_exit(0)
