@@ -99,7 +99,7 @@ def test_deadline_counts_from_the_exec_not_from_the_end_of_imports(tmp_path):
     assert run.code == 10
     started = run.event("drain_started")
     assert started["elapsed_s"] >= 1.5  # the log knows the start-up cost
-    assert 4.0 <= run.finished["elapsed_s"] <= 4.15
+    assert 4.0 <= run.finished["elapsed_s"] <= 4.3
     assert run.elapsed_s <= 4.6  # the parent saw it return at G - 5, not G - 5 + 1.5
 
 

@@ -66,7 +66,7 @@ def test_busy_past_the_deadline_returns_at_g_minus_5_never_later(vllm):
     fin = run.finished
     assert fin["outcome"] == "deadline" and fin["in_flight"] == 2
     assert "2 in flight" in fin["reason"]
-    assert 4.0 <= fin["elapsed_s"] <= 4.15
+    assert 4.0 <= fin["elapsed_s"] <= 4.3
     assert run.elapsed_s <= 4.5
 
 
@@ -111,7 +111,7 @@ def test_unreadable_engine_counts_as_busy_until_the_deadline(vllm, mode, outcome
     assert states == [outcome]
     assert run.finished["outcome"] == "deadline" and "unknown" in run.finished["reason"]
     # Never later than the deadline, even when a read is mid-drip at the deadline.
-    assert FAST_DEADLINE_S <= run.finished["elapsed_s"] <= FAST_DEADLINE_S + 0.15
+    assert FAST_DEADLINE_S <= run.finished["elapsed_s"] <= FAST_DEADLINE_S + 0.3
 
 
 def test_missing_gauge_is_named(vllm):
