@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: venv demo test clean
+.PHONY: venv demo test bundle bench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,8 +16,26 @@ venv: $(BIN)/.installed
 demo: venv
 	$(BIN)/python -m emulation.demo
 
+# Three workers on two cores: the suite mostly waits on real clocks (route waits, deadlines).
+PYTEST_WORKERS ?= 3
+
 test: venv
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS)
+
+# dist/prestop: the hook as one static executable (build/bundle.sh; see README-bundle.md).
+# Rebuilt only when what goes into it changes.
+BUNDLE_INPUTS := $(wildcard hook/*.py) build/bundle.sh build/prestop.spec build/stamp.py \
+                 build/requirements-bundle.txt
+
+bundle: dist/prestop
+
+dist/prestop: $(BUNDLE_INPUTS)
+	build/bundle.sh
+
+# bench/RESULTS.md: drain quality against the alternatives, and the cost of every part (~10 min
+# on 2 cores). Uses dist/prestop when it exists; BENCH_ARGS=--quick for a fast check.
+bench: venv
+	$(BIN)/python -m bench.run $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build/out dist .pytest_cache

@@ -11,6 +11,8 @@ import os
 import platform
 import sys
 
+from hook.clock import STATICX_PROG_PATH_ENV
+
 BUILD_STAMP_FILE = "modeldrain-buildstamp.json"
 
 
@@ -36,8 +38,8 @@ def build_description() -> str:
         return f"bundled executable without a build stamp, {running}"
     tools = stamp.get("tools") or {}
     tool_list = ", ".join(f"{name} {version}" for name, version in sorted(tools.items()))
-    # staticx sets STATICX_PROG_PATH for the program it runs: the static wrapper is in use.
-    static = "static" if os.environ.get("STATICX_PROG_PATH") else "dynamic"
+    # staticx names its own file to the program it runs: the static wrapper is in use.
+    static = "static" if os.environ.get(STATICX_PROG_PATH_ENV) else "dynamic"
     return (
         f"{static} bundled executable, commit {stamp.get('commit', 'unknown')}, "
         f"built {stamp.get('built_at', 'unknown')} on {stamp.get('build_os', 'unknown')} "

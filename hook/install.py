@@ -19,6 +19,7 @@ import os
 import sys
 
 from hook.cli import EXIT_USAGE
+from hook.clock import STATICX_PROG_PATH_ENV
 
 EXECUTABLE_NAME = "prestop"
 EXECUTABLE_MODE = 0o755  # the engine container may run as any user: all may execute
@@ -40,7 +41,7 @@ def bundled_executable() -> str | None:
         return None
     # Under staticx, sys.executable is the unpacked inner program, which only runs from its
     # temporary directory; the file to copy is the static wrapper staticx names here.
-    return os.environ.get("STATICX_PROG_PATH") or sys.executable
+    return os.environ.get(STATICX_PROG_PATH_ENV) or sys.executable
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -183,5 +184,5 @@ def _cannot_write(directory: str, exc: OSError) -> str:
     elif exc.errno == errno.EROFS:
         hint = " (mount a writable volume there, e.g. an emptyDir)"
     elif exc.errno == errno.ENOSPC:
-        hint = " (the volume is full: the executable needs about 12 MB, and each start unpacks ~40 MB)"
+        hint = " (the volume is full: the executable needs 11 MB, and each start unpacks 27 MB more)"
     return f"cannot write {directory}: {reason}{hint}"

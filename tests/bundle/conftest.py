@@ -1,0 +1,81 @@
+"""Fixtures for the bundled executable: built once per run, an engine to drain, old roots.
+
+The engine is the emulated vLLM (emulation/). `make bundle` is the one way the executable is built (Makefile -> build/bundle.sh): the
+fixture runs it, and make rebuilds only when dist/prestop is missing or older than a source.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+from .engine import BusyableEngine
+
+BUNDLE = REPO / "dist" / "prestop"
+ONEFILE = REPO / "build" / "out" / "pyinstaller-dist" / "prestop"  # before staticx: needs a new glibc
+TOOLCHAIN_BIN = REPO / "build" / "out" / "venv" / "bin"  # build/bundle.sh's virtualenv
+OLD_DEBIAN_ROOTFS_SCRIPT = REPO / "tests" / "bundle" / "old_debian_rootfs.sh"
+
+# A cold build (toolchain venv, PyInstaller, staticx) takes ~30 s on 2 cores; debootstrap ~40 s.
+BUILD_TIMEOUT_S = 600
+
+
+@contextlib.contextmanager
+def _exclusive(name: str):
+    """One builder at a time: pytest-xdist workers each open the session fixtures."""
+    lock_path = REPO / "build" / "out" / f".{name}.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+@pytest.fixture(scope="session")
+def bundle() -> Path:
+    with _exclusive("bundle"):
+        done = subprocess.run(["make", "-s", "bundle"], cwd=REPO, capture_output=True, text=True,
+                              timeout=BUILD_TIMEOUT_S)
+    if done.returncode != 0:
+        pytest.fail(f"`make bundle` failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+    assert BUNDLE.is_file() and os.access(BUNDLE, os.X_OK)
+    return BUNDLE
+
+
+@pytest.fixture
+def engine():
+    server = BusyableEngine()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def bundle_env(tmp_path) -> dict[str, str]:
+    """A private TMPDIR per test, so a test can check the bundle leaves nothing behind."""
+    tmp = tmp_path / "unpack"
+    tmp.mkdir()
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TMPDIR": str(tmp)}
+
+
+def require_root() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root for chroot and private mounts (CI runs as root)")
+
+
+@pytest.fixture(scope="session")
+def old_debian_root() -> Path:
+    """Debian 11 (bullseye, glibc 2.31), minbase: no Python. Built once, cached in build/out/."""
+    require_root()
+    root = REPO / "build" / "out" / "rootfs" / "bullseye-minbase"
+    with _exclusive("rootfs"):
+        done = subprocess.run(["bash", str(OLD_DEBIAN_ROOTFS_SCRIPT), "bullseye", str(root)],
+                              capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
+    if done.returncode != 0:
+        pytest.fail(f"building the bullseye root failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+    return root

@@ -1,0 +1,102 @@
+"""dist/prestop, the static executable kubelet runs, drains like the Python package does."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from .conftest import ONEFILE, TOOLCHAIN_BIN
+from .engine import BUSY_REQUESTS
+from .runner import drain_argv, free_port, json_lines, run
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+
+def unpacked_leftovers(env) -> list[str]:
+    return os.listdir(env["TMPDIR"])
+
+
+def test_idle_engine_drains_at_once(bundle, engine, bundle_env):
+    ran = run(drain_argv(str(bundle), engine.port), env=bundle_env)
+    assert ran.code == 0, ran.stderr
+    assert ran.finished["outcome"] == "idle"
+    assert ran.finished["reads"] == 2
+    assert ran.finished["elapsed_s"] < 3
+    assert unpacked_leftovers(bundle_env) == []  # staticx and PyInstaller both cleaned up
+
+
+def test_busy_engine_drains_when_idle(bundle, engine, bundle_env):
+    engine.busy_for(2.0)
+    ran = run(drain_argv(str(bundle), engine.port), env=bundle_env)
+    assert ran.code == 0, ran.stderr
+    assert ran.finished["outcome"] == "idle"
+    assert ran.finished["elapsed_s"] >= 2.0
+    assert ran.event("read_state")["outcome"] == "busy"
+    assert ran.event("read_state")["in_flight"] == BUSY_REQUESTS
+
+
+def test_busy_engine_hits_the_deadline(bundle, engine, bundle_env):
+    engine.busy_for(60)
+    ran = run(drain_argv(str(bundle), engine.port, grace_s=3, exit_reserve_s=1), env=bundle_env)
+    assert ran.code == 10, ran.stderr
+    assert ran.finished["outcome"] == "deadline"
+    # Deadline = grace - reserve = 2 s after the exec: not before, and not late by much.
+    assert 2.0 <= ran.finished["elapsed_s"] < 2.6
+
+
+def test_refused_read_ends_the_drain(bundle, bundle_env):
+    ran = run(drain_argv(str(bundle), free_port()), env=bundle_env)
+    assert ran.code == 11, ran.stderr
+    assert ran.finished["outcome"] == "unmeasurable"
+    assert "refused" in ran.finished["reason"]
+
+
+def test_sigterm_reaches_python_through_both_launchers(bundle, engine, bundle_env):
+    """kubelet signals the process it exec'd: staticx's launcher must pass it on to Python."""
+    engine.busy_for(60)
+    process = subprocess.Popen(drain_argv(str(bundle), engine.port), env=bundle_env, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        time.sleep(1.5)  # unpacked, running, busy
+        process.send_signal(signal.SIGTERM)
+        stdout, stderr = process.communicate(timeout=20)
+    finally:
+        process.kill()
+    assert process.returncode == 143, stderr
+    assert json_lines(stdout)[-1]["exit_code"] == 143
+    assert unpacked_leftovers(bundle_env) == []
+
+
+def test_version_names_the_build(bundle, bundle_env):
+    ran = run([str(bundle), "version"], env=bundle_env)
+    assert ran.code == 0, ran.stderr
+    line = ran.stdout.strip()
+    assert line.startswith("prestop 0.")
+    for part in ("static bundled executable", "commit ", "built 20", "Python 3.11",
+                 "pyinstaller 6.22.3", "staticx 0.14.2", "prometheus-client 0.26.0"):
+        assert part in line, line
+
+
+def test_bad_flag_is_a_usage_error(bundle, bundle_env):
+    ran = run([str(bundle), "--grace", "soon"], env=bundle_env)
+    assert ran.code == 2
+    assert "--grace must be a number" in ran.stderr
+    assert "Traceback" not in ran.stderr
+
+
+def test_bundle_is_static_and_holds_no_sidecar_dependencies(bundle):
+    with open(bundle, "rb") as f:
+        head = f.read(4096)
+    assert head[:4] == b"\x7fELF"
+    # A static ELF has no program interpreter: no PT_INTERP path in its first page.
+    assert b"/lib64/ld-linux" not in head and b"ld-linux-x86-64.so" not in head
+    viewer = TOOLCHAIN_BIN / "pyi-archive_viewer"
+    listing = subprocess.run([str(viewer), "--list", "--recursive", "--brief", str(ONEFILE)],
+                             capture_output=True, text=True, timeout=60, check=True).stdout
+    assert "prometheus_client" in listing and "hook.cli" in listing
+    for excluded in ("aiohttp", "uvloop", "sidecar", "emulation"):
+        assert excluded not in listing
