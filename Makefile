@@ -22,7 +22,7 @@ PYTEST_WORKERS ?= 3
 test: venv
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS)
 
-# dist/prestop: the hook as one static executable (build/bundle.sh; see README-bundle.md).
+# dist/prestop: the hook as one static executable (build/bundle.sh; see README.md).
 # Rebuilt only when what goes into it changes.
 BUNDLE_INPUTS := $(wildcard hook/*.py) build/bundle.sh build/prestop.spec build/stamp.py \
                  build/requirements-bundle.txt

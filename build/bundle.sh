@@ -10,7 +10,7 @@
 # (build/out/venv) is rebuilt only when build/requirements-bundle.txt changes; apt packages are
 # installed only when missing. Environment:
 #   BUNDLE_PYTHON            the Python to build with (default /usr/bin/python3.11, Debian's)
-#   BUNDLE_STATICX_COMPRESS  1 to xz-compress the static archive (default 0: see README-bundle.md)
+#   BUNDLE_STATICX_COMPRESS  1 to xz-compress the static archive (default 0: see README.md)
 #   MODELDRAIN_GIT_COMMIT    the commit to stamp when there is no .git (a Docker build)
 set -euo pipefail
 

@@ -45,7 +45,7 @@ def test_runs_in_an_empty_root_as_nobody(bundle, engine, tmp_path):
 
 
 def test_init_container_installs_and_a_read_only_engine_drains(bundle, engine, tmp_path, empty_dir):
-    """README-bundle.md's layout: an emptyDir at /drain holds the executable and TMPDIR."""
+    """README.md's layout: an emptyDir at /drain holds the executable and TMPDIR."""
     require_root()
     # The init container: the FROM-scratch image (only /prestop), unpacking into the emptyDir.
     init_root = scratch_root(tmp_path / "init", bundle, dirs=("drain",))
