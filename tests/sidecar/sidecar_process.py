@@ -28,9 +28,14 @@ def kill_now(engine) -> None:
 
 
 class SidecarProcess:
-    def __init__(self, *args: str, env: Mapping[str, str] | None = None):
+    def __init__(self, *args: str, env: Mapping[str, str] | None = None, wrapper: tuple[str, ...] = ()):
+        """`wrapper`: argv to run the sidecar under (it execs the rest of its argv); it gets the
+        directory that must stay writable for the ready file in $SIDECAR_READY_DIR."""
         self._args = args
+        self._wrapper = wrapper
         self._dir = Path(tempfile.mkdtemp(prefix="drain-sidecar-"))
+        if wrapper:
+            os.chmod(self._dir, 0o777)  # the wrapper may drop to another user
         self._ready = self._dir / "ready"
         self._log_path = self._dir / "sidecar.log"
         self._env = dict(os.environ)
@@ -41,8 +46,9 @@ class SidecarProcess:
         self.port: int | None = None
 
     def start(self) -> "SidecarProcess":
-        argv = [sys.executable, "-m", "sidecar", "--listen", "127.0.0.1:0", "--ready-file", str(self._ready),
-                *self._args]
+        argv = [*self._wrapper, sys.executable, "-m", "sidecar", "--listen", "127.0.0.1:0",
+                "--ready-file", str(self._ready), *self._args]
+        self._env["SIDECAR_READY_DIR"] = str(self._dir)
         with open(self._log_path, "wb") as log:
             self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=self._env,
                                             stdin=subprocess.DEVNULL)
