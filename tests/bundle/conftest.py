@@ -30,7 +30,7 @@ BUILD_TIMEOUT_S = 600
 @contextlib.contextmanager
 def _exclusive(name: str):
     """One builder at a time: pytest-xdist workers each open the session fixtures."""
-    lock_path = REPO / "build" / "out" / f".{name}.lock"
+    lock_path = REPO / "build" / "out" / f".{name}-fixture.lock"  # not the build scripts' own locks
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     with open(lock_path, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
