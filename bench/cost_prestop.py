@@ -1,0 +1,247 @@
+"""What the hook costs a Pod: start-up to its first read, peak memory, size on disk.
+
+For each executable (the bundle dist/prestop, the console script .venv/bin/prestop), runs a whole
+drain against a raw listening socket that answers every read with vLLM's real idle exposition
+(47 KB), with --route-wait 0 so the first read comes as soon as the hook can make it:
+
+- exec to first request: from just before the exec to the first request's bytes arriving at the
+  socket, on this process's monotonic clock;
+- exec to first log line: the hook's own `drain_started` elapsed_s (it counts from the kernel's
+  record of the outermost process's start);
+- peak RSS: `/usr/bin/time -v`'s maximum resident set size (the largest single process), in
+  separate runs so the timing runs carry no wrapper; and the sum of VmHWM over every process of
+  the exec (the bundle is three: staticx's launcher, PyInstaller's bootloader, Python), sampled
+  when the second read arrives.
+
+Runs alternate between the executables so drift on the machine falls on both alike.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+IDLE_FIXTURE = REPO.parent / "shared" / "fixtures" / "vllm-0.32.0-cpu-metrics-idle.txt"
+GNU_TIME = Path("/usr/bin/time")
+
+# Short poll spacing: the drain (two idle reads) ends ~0.2 s after the first read.
+INTERVAL_S = 0.2
+# A run that has not finished in this long is broken, not slow.
+RUN_TIMEOUT_S = 30.0
+
+_MAX_RSS = re.compile(r"Maximum resident set size \(kbytes\): (\d+)")
+
+
+def _idle_body() -> bytes:
+    if IDLE_FIXTURE.is_file():
+        return IDLE_FIXTURE.read_bytes()
+    return (b'vllm:num_requests_running{engine="0",model_name="tiny"} 0.0\n'
+            b'vllm:num_requests_waiting{engine="0",model_name="tiny"} 0.0\n')
+
+
+def _session_hwm_kib(session_id: int, exclude: int | None) -> int:
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == exclude:
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+            if int(stat[stat.rindex(b")") + 2:].split()[3]) != session_id:
+                continue
+            with open(f"/proc/{entry}/status") as f:
+                for line in f:
+                    if line.startswith("VmHWM:"):
+                        total += int(line.split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
+class RawMetricsSocket:
+    """A bare listening socket: notes when each run's first request arrives, answers idle."""
+
+    def __init__(self) -> None:
+        self._body = _idle_body()
+        self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(16)
+        self.port = self._listener.getsockname()[1]
+        self._lock = threading.Lock()
+        self._arrivals: list[float] = []
+        self._session: tuple[int, int | None] | None = None  # (session id, pid to leave out)
+        self.session_hwm_kib = 0
+        threading.Thread(target=self._serve, name="raw-metrics", daemon=True).start()
+
+    def expect(self, session_id: int, exclude_pid: int | None) -> None:
+        with self._lock:
+            self._arrivals = []
+            self._session = (session_id, exclude_pid)
+            self.session_hwm_kib = 0
+
+    def first_arrival(self) -> float | None:
+        with self._lock:
+            return self._arrivals[0] if self._arrivals else None
+
+    def _serve(self) -> None:
+        while True:
+            connection, _ = self._listener.accept()
+            with connection:
+                data = b""
+                connection.settimeout(5.0)
+                try:
+                    while b"\r\n\r\n" not in data:
+                        chunk = connection.recv(65536)
+                        if not chunk:
+                            break
+                        data += chunk
+                        if len(data) == len(chunk):  # the request's first bytes
+                            with self._lock:
+                                self._arrivals.append(time.monotonic())
+                    with self._lock:
+                        reads, session = len(self._arrivals), self._session
+                    if reads == 2 and session is not None:  # every process is up and has parsed a body
+                        self.session_hwm_kib = _session_hwm_kib(*session)
+                    head = (f"HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
+                            f"Content-Length: {len(self._body)}\r\nConnection: close\r\n\r\n").encode()
+                    connection.sendall(head + self._body)
+                except OSError:
+                    continue
+
+
+@dataclass
+class ExecutableRuns:
+    name: str
+    path: str
+    first_request_s: list[float] = field(default_factory=list)
+    first_log_s: list[float] = field(default_factory=list)
+    max_rss_kib: list[int] = field(default_factory=list)
+    session_hwm_kib: list[int] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+
+def _drain_argv(path: str, port: int) -> list[str]:
+    return [path, "--grace", "30", "--port", str(port), "--engine", "vllm", "--quiet", "--route-wait", "0",
+            "--interval", str(INTERVAL_S)]
+
+
+def _first_log_s(stderr: str) -> float | None:
+    for line in stderr.splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict) and event.get("event") == "drain_started":
+            return float(event["elapsed_s"])
+    return None
+
+
+def _timed_run(runs: ExecutableRuns, server: RawMetricsSocket, env: dict) -> None:
+    started = time.monotonic()
+    process = subprocess.Popen(_drain_argv(runs.path, server.port), env=env, start_new_session=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    server.expect(process.pid, None)
+    _, err = process.communicate(timeout=RUN_TIMEOUT_S)
+    arrival = server.first_arrival()
+    first_log = _first_log_s(err.decode(errors="replace"))
+    if process.returncode != 0 or arrival is None or first_log is None:
+        runs.failures.append(f"exit {process.returncode}: {err.decode(errors='replace')[-300:]}")
+        return
+    runs.first_request_s.append(arrival - started)
+    runs.first_log_s.append(first_log)
+
+
+def _memory_run(runs: ExecutableRuns, server: RawMetricsSocket, env: dict, time_file: Path) -> None:
+    argv = [str(GNU_TIME), "-v", "-o", str(time_file), *_drain_argv(runs.path, server.port)]
+    process = subprocess.Popen(argv, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    server.expect(process.pid, process.pid)  # the session, less /usr/bin/time itself
+    process.wait(timeout=RUN_TIMEOUT_S)
+    match = _MAX_RSS.search(time_file.read_text(errors="replace"))
+    if process.returncode != 0 or match is None:
+        runs.failures.append(f"/usr/bin/time run: exit {process.returncode}")
+        return
+    runs.max_rss_kib.append(int(match.group(1)))
+    if server.session_hwm_kib:
+        runs.session_hwm_kib.append(server.session_hwm_kib)
+
+
+def _tree_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def footprint(name: str, path: Path) -> dict:
+    """Bytes a Pod has to carry for this executable."""
+    if name == "bundle":
+        return {"bytes": path.stat().st_size, "note": "one static file: no Python needed in the image"}
+    import importlib.util
+
+    spec = importlib.util.find_spec("prometheus_client")
+    client_dir = Path(spec.origin).parent if spec and spec.origin else None
+    hook_dir = REPO / "hook"
+    parts = {"script": path.stat().st_size, "hook/": _tree_bytes(hook_dir),
+             "prometheus_client/": _tree_bytes(client_dir) if client_dir else 0}
+    return {"bytes": sum(parts.values()), "parts": parts,
+            "note": "plus a Python ≥ 3.11 interpreter in the image (not counted)"}
+
+
+def version_line(path: Path) -> str:
+    try:
+        return subprocess.run([str(path), "version"], capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"(version failed: {exc})"
+
+
+def measure(executables: dict[str, Path], runs: int) -> dict:
+    """`executables`: name -> path. Returns the raw samples and the footprint of each."""
+    server = RawMetricsSocket()
+    all_runs = {name: ExecutableRuns(name, str(path)) for name, path in executables.items()}
+    unpack_dirs = {name: tempfile.mkdtemp(prefix=f"bench-prestop-{name}-") for name in executables}
+    envs = {name: {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TMPDIR": unpack_dirs[name]}
+            for name in executables}
+    time_file = Path(tempfile.mkstemp(prefix="bench-time-")[1])
+    try:
+        for name in executables:  # warm the page cache, as a node that ran the image before has
+            _timed_run(ExecutableRuns(name, str(executables[name])), server, envs[name])
+        for _ in range(runs):
+            for name, r in all_runs.items():
+                _timed_run(r, server, envs[name])
+        have_time = GNU_TIME.exists()
+        if have_time:
+            for _ in range(runs):
+                for name, r in all_runs.items():
+                    _memory_run(r, server, envs[name], time_file)
+    finally:
+        time_file.unlink(missing_ok=True)
+        for d in unpack_dirs.values():
+            shutil.rmtree(d, ignore_errors=True)
+    return {
+        "runs": runs,
+        "interval_s": INTERVAL_S,
+        "gnu_time": GNU_TIME.exists(),
+        "executables": {
+            name: {
+                "path": r.path,
+                "version": version_line(Path(r.path)),
+                "footprint": footprint(name, Path(r.path)),
+                "first_request_s": r.first_request_s,
+                "first_log_s": r.first_log_s,
+                "max_rss_kib": r.max_rss_kib,
+                "session_hwm_kib": r.session_hwm_kib,
+                "failures": r.failures,
+            }
+            for name, r in all_runs.items()
+        },
+    }
+
+

@@ -1,0 +1,366 @@
+"""The bench's results (bench/results.json) as bench/RESULTS.md: tables, each number with its spread.
+
+    python -m bench.report [bench/results.json] [bench/RESULTS.md]   # re-render without re-running
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Iterable
+
+from bench.drain_quality import SCENARIOS, Strategy
+from bench.spread import MIN_RUNS_TO_JUDGE, Spread, Verdict, compare_paired
+from sidecar.constants import MIN_READ_INTERVAL_S
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_JSON = HERE / "results.json"
+DEFAULT_MD = HERE / "RESULTS.md"
+
+# Another workload using more than this many cores on average during a part is worth a note.
+CONTENTION_NOTE_CORES = 0.25
+
+# Seconds differences smaller than this are not named even when the ranges do not overlap: a
+# deletion's timing has this much grain of its own (kubelet counts the hook's time in whole
+# seconds, so a hook returning at 25.04 s moves SIGKILL from 30.00 to 30.04 s; process exits
+# are noticed by polling), and no Pod's cost turns on it.
+MIN_SECONDS_DIFFERENCE = 0.25
+
+_DASH = "–"
+
+
+# --- formatting ------------------------------------------------------------------------------------
+
+def _count(values: list[float]) -> str:
+    spread = Spread.of(values)
+    digits = 0 if float(spread.median).is_integer() else 1
+    if spread.n < 2 or spread.low == spread.high:
+        return f"{spread.median:.{digits}f}"
+    return f"{spread.median:.{digits}f} ({spread.low:.0f}{_DASH}{spread.high:.0f})"
+
+
+def _seconds(values: list[float], digits: int = 1) -> str:
+    return Spread.of(values).text(digits)
+
+
+def _ms(values: list[float], digits: int = 0) -> str:
+    return Spread.of([v * 1000 for v in values]).text(digits) + " ms"
+
+
+def _mib(kib_values: list[float]) -> str:
+    return Spread.of([v / 1024 for v in kib_values]).text(1) + " MiB"
+
+
+def _size(n: int) -> str:
+    if n >= 2**20:
+        return f"{n / 2**20:.1f} MiB"
+    if n >= 2**10:
+        return f"{n / 2**10:.0f} KiB"
+    return f"{n} B"
+
+
+def _table(header: list[str], rows: Iterable[list[str]], align: str | None = None) -> list[str]:
+    align = align or "l" + "r" * (len(header) - 1)
+    marks = ["---:" if a == "r" else "---" for a in align]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(marks) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return lines
+
+
+# --- drain quality ---------------------------------------------------------------------------------
+
+def _cells(results: dict, grace_s: float, scenario: str, strategy: str) -> list[dict]:
+    return [c for c in results["drain"]["cells"] if c["grace_s"] == grace_s and c["scenario"] == scenario
+            and c["strategy"] == strategy and not c.get("error")]
+
+
+def _metric(cells: list[dict], key: str) -> list[float]:
+    return [float(c[key]) for c in cells]
+
+
+def _drain_table(results: dict, grace_s: float) -> list[str]:
+    header = ["scenario", "strategy", "completed", "cut", "refused", "engine exit, s", "held idle, s",
+              "SIGKILL", "hook exit"]
+    rows = []
+    for scenario in SCENARIOS:
+        for strategy in Strategy:
+            cells = _cells(results, grace_s, scenario.name, strategy.value)
+            if not cells:
+                continue
+            killed = sum(1 for c in cells if c["sigkill_at_s"] is not None)
+            hook_codes = sorted({str(c["hook_exit_code"]) for c in cells if c["hook_exit_code"] is not None})
+            rows.append([scenario.name, strategy.value, _count(_metric(cells, "completed")),
+                         _count(_metric(cells, "cut")), _count(_metric(cells, "refused")),
+                         _seconds(_metric(cells, "engine_exited_at_s")), _seconds(_metric(cells, "held_idle_s")),
+                         f"{killed}/{len(cells)}", "/".join(hook_codes) or _DASH])
+    return _table(header, rows, "llrrrrrrr")
+
+
+# Metric, which way is better, how to show it.
+_VERDICT_METRICS = (("cut", "lower", "cut"), ("completed", "higher", "completed"),
+                    ("engine_exited_at_s", "lower", "exit s"), ("held_idle_s", "lower", "held s"))
+
+
+def _paired(ours: list[dict], theirs: list[dict]) -> tuple[list[dict], list[dict]]:
+    """The repeats both strategies ran (a failed cell leaves its pair out), in repeat order."""
+    by_repeat = {c["repeat"]: c for c in theirs}
+    pairs = [(c, by_repeat[c["repeat"]]) for c in sorted(ours, key=lambda c: c["repeat"]) if c["repeat"] in by_repeat]
+    return [p[0] for p in pairs], [p[1] for p in pairs]
+
+
+def _verdict_cell(ours: list[dict], theirs: list[dict]) -> str:
+    ours, theirs = _paired(ours, theirs)
+    if len(ours) < MIN_RUNS_TO_JUDGE:
+        return "not judged (one run)"
+    better, worse = [], []
+    for key, good, label in _VERDICT_METRICS:
+        a, b = _metric(ours, key), _metric(theirs, key)
+        verdict, difference = compare_paired(a, b)
+        if verdict is Verdict.TIE or difference is None:
+            continue
+        if key.endswith("_s") and abs(difference.median) < MIN_SECONDS_DIFFERENCE:
+            continue
+        is_better = (verdict is Verdict.LOWER) == (good == "lower")
+        digits = 0 if key in ("cut", "completed") else 1
+        text = f"{label} {Spread.of(a).median:.{digits}f} vs {Spread.of(b).median:.{digits}f}"
+        (better if is_better else worse).append(text)
+    if not better and not worse:
+        return "tie"
+    parts = []
+    if better:
+        parts.append("**better:** " + ", ".join(better))
+    if worse:
+        parts.append("**worse:** " + ", ".join(worse))
+    return "; ".join(parts)
+
+
+def _verdict_table(results: dict, grace_s: float) -> list[str]:
+    others = [s for s in Strategy if s is not Strategy.PRESTOP]
+    rows = []
+    for scenario in SCENARIOS:
+        ours = _cells(results, grace_s, scenario.name, Strategy.PRESTOP.value)
+        if not ours:
+            continue
+        rows.append([scenario.name] + [_verdict_cell(ours, _cells(results, grace_s, scenario.name, s.value))
+                                       for s in others])
+    return _table(["scenario"] + [f"prestop vs {s.value}" for s in others], rows, "l" * (len(others) + 1))
+
+
+def _drain_section(results: dict) -> list[str]:
+    drain = results["drain"]
+    settings = drain["settings"]
+    graces = settings["graces_s"]
+    lines = [
+        "## Drain quality: prestop against the alternatives",
+        "",
+        "Each cell is one real Pod deletion: the engine emulator as a process (vLLM, aborting every request "
+        "in flight on SIGTERM as vLLM does by default, idle exit ~2 s after it), a router sending it completions "
+        "on fresh connections, and the kubelet emulation (`emulation.kubelet.delete_pod`: preStop, SIGTERM when "
+        "it returns, SIGKILL when the grace is spent). The router keeps sending for a random "
+        f"{settings['route_lag_range_s'][0]:g}–{settings['route_lag_range_s'][1]:g} s after the delete. Every "
+        "strategy gets the same scenario with the same seed (arrivals, durations, router lag) in each repeat; "
+        "repeats differ in seed.",
+        "",
+        f"- **no hook**: SIGTERM at the delete. **sleep 5** / **sleep G−5**: Kubernetes' native `sleep` "
+        f"preStop action. **prestop**: `{settings['prestop']} --grace G --port P --engine vllm --quiet`"
+        f" ({settings['prestop_version']}).",
+        f"- {settings['repeats']} repeat(s) per cell, {len(drain['cells'])} deletions, {settings['jobs']} at a time "
+        f"(each its own engine and port), {drain['cpu']['wall_s'] / 60:.1f} min.",
+        "- Numbers are the median over the repeats, with (min–max) when they differ.",
+        "- **completed / cut / refused**: requests in flight at the delete or sent after it: answered in full; "
+        "connection closed without a whole answer; connection refused (nothing sent; a router may retry it).",
+        "- **engine exit**: seconds from the delete to the engine process's exit (the replica's accelerators "
+        "and quota are free from then).",
+        "- **held idle**: accelerator time wasted: engine exit − the end of the last request completed after "
+        "the delete (− the delete when none was).",
+        "- **SIGKILL**: runs in which kubelet had to kill the engine. **hook exit**: prestop's exit codes "
+        "(0 drained, 10 deadline, 11 nothing to measure).",
+        "",
+        "Scenarios:",
+        "",
+    ]
+    lines += _table(["scenario", "load"], ([s.name, s.description] for s in SCENARIOS), "ll")
+    lines += [
+        "",
+        "**The hung engine** is an engine whose API server is wedged (a stuck event loop or a blocked CUDA call "
+        "in the serving process): the kernel still accepts connections, but nothing is answered — neither "
+        "`/metrics` (the emulator's `hang` misbehaviour) nor completions (every request asks for an hour) — "
+        "and its SIGTERM handler never runs (`--on-sigterm ignore`), so only SIGKILL ends it. Hanging "
+        "`/metrics` alone while completions carry on and SIGTERM works would be a different fault (a broken "
+        "metrics endpoint), not a hung engine.",
+        "**Wrong port** is the steady-short load with prestop pointed at a bound port nothing listens on; the "
+        "other strategies read no port, so for them it is a second run of steady short.",
+        "",
+    ]
+    for index, grace_s in enumerate(graces):
+        lines += [f"### G = {grace_s:g} s{' (headline)' if index == 0 else ''}", ""]
+        lines += _drain_table(results, grace_s)
+        lines += ["", f"prestop against each alternative at G = {grace_s:g} s (medians shown). Repeats are paired: "
+                  "repeat k of every strategy ran the same seed. A metric is named only where prestop's difference "
+                  "from the alternative has the same sign in every pair; anything the spread could flip is a tie, "
+                  f"and so is a difference in seconds under {MIN_SECONDS_DIFFERENCE:g} s (kubelet counts the hook's "
+                  "time in whole seconds, so a hook that gives up at 25.04 s moves SIGKILL from 30.00 to 30.04 s).",
+                  ""]
+        lines += _verdict_table(results, grace_s)
+        lines.append("")
+    first_logs = [c["hook_first_log_s"] for c in drain["cells"] if c.get("hook_first_log_s") is not None]
+    if first_logs:
+        lines += [f"Under the matrix's concurrency, the delete (the hook's exec) to prestop's first log line took "
+                  f"{_ms(first_logs)} (median, min–max over {len(first_logs)} hooks); alone, see the cost table "
+                  "below.", ""]
+    errors = [c for c in drain["cells"] if c.get("error")]
+    if errors:
+        lines += ["Cells that failed (left out of the tables above):", ""]
+        lines += [f"- G={c['grace_s']:g} {c['scenario']} / {c['strategy']} #{c['repeat']}: `{c['error']}`"
+                  for c in errors]
+        lines.append("")
+    return lines
+
+
+# --- costs -----------------------------------------------------------------------------------------
+
+def _prestop_section(prestop: dict) -> list[str]:
+    lines = ["### prestop: start-up, memory, size", "",
+             f"{prestop['runs']} runs of each executable, alternating, after one warm-up run each; a whole drain "
+             "against a raw listening socket that answers vLLM's real 47 KB idle exposition, `--route-wait 0 "
+             f"--interval {prestop['interval_s']:g}`. Median (min–max). Absolute times drift between runs on a "
+             "shared or virtual machine; the executables alternate run by run, so their difference within one "
+             "run is the comparison to trust.", ""]
+    header = ["executable", "on disk", "exec → first request", "exec → first log line",
+              "peak RSS, largest process", "VmHWM, all its processes"]
+    rows = []
+    for name, e in prestop["executables"].items():
+        fp = e["footprint"]
+        disk = _size(fp["bytes"])
+        if "parts" in fp:
+            disk += " + Python"
+        rows.append([name, disk,
+                     _ms(e["first_request_s"]) if e["first_request_s"] else _DASH,
+                     _ms(e["first_log_s"]) if e["first_log_s"] else _DASH,
+                     _mib(e["max_rss_kib"]) if e["max_rss_kib"] else _DASH,
+                     _mib(e["session_hwm_kib"]) if e["session_hwm_kib"] else _DASH])
+    lines += _table(header, rows)
+    lines.append("")
+    for name, e in prestop["executables"].items():
+        fp = e["footprint"]
+        detail = ", ".join(f"{k} {_size(v)}" for k, v in fp.get("parts", {}).items())
+        lines.append(f"- **{name}**: `{e['path']}` — {e['version']}. On disk: {_size(fp['bytes'])}"
+                     f"{' (' + detail + ')' if detail else ''}; {fp['note']}.")
+        if e["failures"]:
+            lines.append(f"  - {len(e['failures'])} failed run(s): `{e['failures'][0]}`")
+    lines += ["- *exec → first request*: from just before the exec to the first read's bytes at the socket. "
+              "*exec → first log line*: the hook's own `drain_started` elapsed_s, counted from the kernel's "
+              "start time of the outermost process. *Peak RSS*: `/usr/bin/time -v` (the largest single process, "
+              "in separate runs). *VmHWM, all processes*: the sum over every process of the exec (the bundle "
+              "runs staticx's launcher, PyInstaller's bootloader and Python) when the second read arrives.", ""]
+    return lines
+
+
+def _reading_section(reading: dict) -> list[str]:
+    lines = ["### Reading an exposition: the hook's parse against prometheus-client's full parse", "",
+             f"One process, {reading['rounds']} rounds, the two alternating (A B, then B A); each timing repeats "
+             "its function for ~0.1 s. *hook*: `hook.exposition.parse` + `measure` (vLLM's gauge set). *full "
+             "parse*: `prometheus_client.parser.text_string_to_metric_families` consumed in full, then the work "
+             "gauges summed. Both give the same sum (checked). Median per read (min–max over rounds); the ratio "
+             "is taken round by round.", ""]
+    header = ["body", "bytes", "lines", "families", "work series", "hook", "full parse", "full parse ÷ hook"]
+    rows = []
+    for b in reading["bodies"]:
+        rows.append([b["body"], f"{b['bytes']:,}", f"{b['lines']:,}", str(b["families"]), str(b["work_series"]),
+                     _ms(b["hook_s"], 2), _ms(b["full_parse_s"], 1), Spread.of(b["ratio"]).text(1) + "×"])
+    lines += _table(header, rows)
+    lines.append("")
+    return lines
+
+
+def _sidecar_section(sidecar: dict) -> list[str]:
+    lines = ["### drain-sidecar under load (bench/sidecar_bench.py)", ""]
+    if sidecar.get("error"):
+        return lines + [f"Failed: `{sidecar['error']}`", ""]
+    report = sidecar["report"]
+    lines += [f"`{sidecar['command']}`: the engine emulator (vLLM, ~47 KB) and the sidecar on loopback; one "
+              "client reading every 250 ms as the controller does, then closed loops of 1 and 64 clients, "
+              f"{sidecar['seconds']:g} s each. Client, sidecar and engine share the machine's cores. Sidecar RSS "
+              f"at start: {report['sidecar_rss_at_start_kib'] / 1024:.1f} MiB.", ""]
+    header = ["clients", "pause", "req/s", "p50", "p99", "engine reads/s", "answers per read", "errors",
+              "RSS", "peak RSS"]
+    rows = [[str(c["clients"]), f"{c['pause_ms']} ms", f"{c['throughput_rps']:,}", f"{c['p50_ms']} ms",
+             f"{c['p99_ms']} ms", str(c["engine_reads_per_s"]), str(c["answers_per_read"]), str(c["errors"]),
+             f"{c['rss_kib'] / 1024:.1f} MiB", f"{c['peak_rss_kib'] / 1024:.1f} MiB"] for c in report["cases"]]
+    lines += _table(header, rows)
+    lines += ["", "One run per case (the script's own design): p50/p99 are over every request of the run. With no "
+              f"pause, p50 ≈ {MIN_READ_INTERVAL_S * 1000:.0f} ms is by design: consecutive engine reads start at "
+              f"least `MIN_READ_INTERVAL_S` = {MIN_READ_INTERVAL_S:g} s apart (sidecar/constants.py), every answer "
+              "waits for a read that started after it was asked, and concurrent askers share one read (answers "
+              "per read).", ""]
+    return lines
+
+
+# --- the whole ---------------------------------------------------------------------------------------
+
+def _contention_lines(results: dict) -> list[str]:
+    lines = []
+    for part in ("prestop", "reading", "sidecar", "drain"):
+        cpu = results.get(part, {}).get("cpu")
+        if not cpu:
+            continue
+        note = ""
+        if cpu["others_cores"] > CONTENTION_NOTE_CORES:
+            note = " — **other work shared the machine; this part's timings carry that**"
+        steal = f" (hypervisor steal {cpu['steal_cores']:.2f})" if "steal_cores" in cpu else ""
+        lines.append(f"- {part}: {cpu['wall_s']:.0f} s; this bench used {cpu['ours_cores']:.2f} cores on average, "
+                     f"everything else {cpu['others_cores']:.2f}{steal}; load average {cpu['load_average']:g} at "
+                     f"its end{note}.")
+    return lines
+
+
+def _rerun_lines(reruns: list[dict]) -> list[str]:
+    if not reruns:
+        return []
+    lines = ["Parts rerun alone since (the numbers below are from each part's latest run):", ""]
+    lines += [f"- {', '.join(r['parts'])}: `{r['command']}`, {r['finished']}, {r['wall_s'] / 60:.1f} min"
+              for r in reruns]
+    return lines + [""]
+
+
+def render(results: dict) -> str:
+    meta = results["meta"]
+    lines = [
+        "# modeldrain benchmarks",
+        "",
+        f"Written by `{meta['command']}` (what `make bench` runs), {meta['finished']}; the run took "
+        f"{meta['wall_s'] / 60:.1f} min.",
+        "",
+        f"Machine: {meta['nproc']} CPUs (`nproc`), {meta['cpu_model']}, Python {meta['python']}, "
+        f"{meta['platform']}.",
+        "",
+        *_rerun_lines(meta.get("reruns", [])),
+        "CPU use per part, from /proc/stat (what else ran on the machine meanwhile):",
+        "",
+        *_contention_lines(results),
+        "",
+    ]
+    if "drain" in results:
+        lines += _drain_section(results)
+    lines += ["## Cost of every part", ""]
+    if "prestop" in results:
+        lines += _prestop_section(results["prestop"])
+    if "reading" in results:
+        lines += _reading_section(results["reading"])
+    if "sidecar" in results:
+        lines += _sidecar_section(results["sidecar"])
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    source = Path(argv[0]) if argv else DEFAULT_JSON
+    target = Path(argv[1]) if len(argv) > 1 else DEFAULT_MD
+    target.write_text(render(json.loads(source.read_text())))
+    print(f"wrote {target}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

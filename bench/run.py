@@ -1,0 +1,158 @@
+"""`make bench`: every benchmark, then bench/RESULTS.md (and the raw numbers in bench/results.json).
+
+    python -m bench.run [--quick] [--repeats N] [--jobs N] [--parts drain,prestop,reading,sidecar]
+
+The cost parts run first, one thing at a time, while the machine is otherwise quiet; then the drain
+matrix, its cells concurrently. `--parts` reruns only those parts and keeps the others' last
+results from the JSON file, so a part disturbed by other work on the machine can be rerun alone.
+Wiring only: the measuring is in the modules named after what they measure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):  # `python bench/run.py`
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import cost_prestop, cost_reading, drain_quality, report  # noqa: E402
+from bench.machine import CpuMeter, describe  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+PARTS = ("prestop", "reading", "sidecar", "drain")
+
+# Full run / --quick: enough runs for a median and a range, or just enough to see it work.
+PRESTOP_RUNS = (20, 5)
+READING_ROUNDS = (15, 5)
+SIDECAR_SECONDS = (5.0, 1.0)
+DRAIN_REPEATS_DEFAULT = 3
+QUICK_GRACES_S = (30.0,)
+
+
+def _log(message: str) -> None:
+    print(f"[bench {datetime.datetime.now():%H:%M:%S}] {message}", file=sys.stderr, flush=True)
+
+
+def _snapshot_bundle(workdir: Path) -> Path | None:
+    """A private copy of dist/prestop, so a `make bundle` running meanwhile cannot swap it mid-run."""
+    if not drain_quality.BUNDLE.is_file():
+        return None
+    copy = workdir / "prestop"
+    shutil.copy2(drain_quality.BUNDLE, copy)
+    return copy
+
+
+def run_prestop(bundle: Path | None, quick: bool) -> dict:
+    executables = {}
+    if bundle is not None:
+        executables["bundle"] = bundle
+    executables["console script"] = drain_quality.CONSOLE_SCRIPT
+    result = cost_prestop.measure(executables, PRESTOP_RUNS[quick])
+    if bundle is not None:
+        result["executables"]["bundle"]["path"] = "dist/prestop"
+    result["executables"]["console script"]["path"] = ".venv/bin/prestop"
+    return result
+
+
+def run_reading(quick: bool) -> dict:
+    return cost_reading.measure_all(READING_ROUNDS[quick])
+
+
+def run_sidecar(quick: bool) -> dict:
+    seconds = SIDECAR_SECONDS[quick]
+    with tempfile.TemporaryDirectory(prefix="bench-sidecar-") as tmp:
+        out = Path(tmp) / "sidecar.json"
+        argv = [sys.executable, str(HERE / "sidecar_bench.py"), "--seconds", f"{seconds:g}", "--json", str(out)]
+        done = subprocess.run(argv, cwd=HERE.parent, capture_output=True, text=True, timeout=300)
+        command = f"bench/sidecar_bench.py --seconds {seconds:g}"
+        if not out.exists():
+            return {"command": command, "seconds": seconds,
+                    "error": f"exit {done.returncode}: {(done.stderr or done.stdout)[-500:]}"}
+        return {"command": command, "seconds": seconds, "exit_code": done.returncode,
+                "report": json.loads(out.read_text())}
+
+
+def run_drain(prestop: Path, shown_as: str, graces_s: tuple[float, ...], repeats: int, jobs: int) -> dict:
+    cells = drain_quality.cells(graces_s, repeats)
+    _log(f"drain quality: {len(cells)} deletions, {jobs} at a time, prestop = {prestop}")
+    results = drain_quality.run_matrix(cells, jobs, prestop, progress=_log)
+    return {
+        "settings": {
+            "graces_s": list(graces_s), "repeats": repeats, "jobs": jobs,
+            "route_lag_range_s": list(drain_quality.ROUTE_LAG_RANGE_S),
+            "prestop": shown_as,
+            "prestop_version": cost_prestop.version_line(prestop),
+        },
+        "cells": [r.as_dict() for r in results],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="one repeat, G = 30 only, fewer cost runs: a check that it all works (~1.5 min)")
+    parser.add_argument("--repeats", type=int, default=None,
+                        help=f"deletions per drain cell (default {DRAIN_REPEATS_DEFAULT}; 1 with --quick)")
+    parser.add_argument("--jobs", type=int, default=drain_quality.DEFAULT_JOBS, help="concurrent deletions")
+    parser.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated subset of {','.join(PARTS)}")
+    parser.add_argument("--out", type=Path, default=report.DEFAULT_MD, help="the Markdown report")
+    parser.add_argument("--json", type=Path, default=report.DEFAULT_JSON, help="the raw results")
+    args = parser.parse_args(argv)
+    parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    unknown = set(parts) - set(PARTS)
+    if unknown:
+        parser.error(f"unknown part(s): {', '.join(sorted(unknown))}")
+    repeats = args.repeats if args.repeats is not None else (1 if args.quick else DRAIN_REPEATS_DEFAULT)
+    if repeats < 1 or args.jobs < 1:
+        parser.error("--repeats and --jobs must be at least 1")
+    graces_s = QUICK_GRACES_S if args.quick else drain_quality.GRACES_S
+
+    results: dict = {}
+    partial = set(parts) != set(PARTS) and args.json.exists()
+    if partial:
+        results = json.loads(args.json.read_text())  # keep the parts not rerun now, and the first run's meta
+    started = time.monotonic()
+    command = " ".join(["python -m bench.run", shlex.join(sys.argv[1:] if argv is None else argv)]).strip()
+    this_run = describe(command)
+    with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
+        bundle = _snapshot_bundle(Path(tmp))
+        prestop = bundle or drain_quality.CONSOLE_SCRIPT
+        shown_as = "dist/prestop" if bundle else ".venv/bin/prestop"
+        runners = {
+            "prestop": lambda: run_prestop(bundle, args.quick),
+            "reading": lambda: run_reading(args.quick),
+            "sidecar": lambda: run_sidecar(args.quick),
+            "drain": lambda: run_drain(prestop, shown_as, graces_s, repeats, args.jobs),
+        }
+        for part in PARTS:
+            if part not in parts:
+                continue
+            _log(f"{part}…")
+            meter = CpuMeter()
+            results[part] = runners[part]()
+            results[part]["cpu"] = meter.read().as_dict()
+            _log(f"{part}: done in {results[part]['cpu']['wall_s']:.0f} s")
+    this_run["wall_s"] = round(time.monotonic() - started, 1)
+    this_run["finished"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    if partial and "meta" in results:
+        results["meta"].setdefault("reruns", []).append(dict(this_run, parts=parts))
+    else:
+        results["meta"] = this_run
+    args.json.write_text(json.dumps(results, indent=1) + "\n")
+    args.out.write_text(report.render(results))
+    _log(f"wrote {args.out} and {args.json} in {this_run['wall_s'] / 60:.1f} min")
+    failed = [c for c in results.get("drain", {}).get("cells", []) if c.get("error")]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
