@@ -15,6 +15,7 @@ import argparse  # noqa: E402
 import json  # noqa: E402
 import signal  # noqa: E402
 import sys  # noqa: E402
+import time  # noqa: E402
 
 from hook import __version__  # noqa: E402
 
@@ -48,8 +49,8 @@ subcommands:
 CHECK_EXIT_HELP = "exit codes: 0 idle, 1 busy (or incomplete, timed out, unparseable), 11 unmeasurable, 2 usage error"
 
 
-class _Terminated(Exception):
-    pass
+class _Terminated(BaseException):
+    """SIGTERM mid-drain. A BaseException, so no `except Exception` on the read path can eat it."""
 
 
 def _on_sigterm(signum, frame):
@@ -100,14 +101,17 @@ def drain(argv: list[str]) -> int:
                       in_flight=result.in_flight, reads=result.reads, reason=result.reason)
         code = result.outcome.exit_code
     except _Terminated:
-        fields = dict(outcome="deadline", elapsed_s=None, in_flight=None, reads=None,
+        fields = dict(outcome="deadline", elapsed_s=round(time.monotonic() - _STARTED_AT, 3), in_flight=None, reads=None,
                       reason="terminated by SIGTERM before the drain finished")
         code = EXIT_TERMINATED
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
     line = log.emit("drain_finished", **fields, exit_code=code)
     log.close()
-    print(line, flush=True)
+    try:
+        print(line, flush=True)
+    except OSError:
+        pass  # stdout closed by the caller: the line is on stderr and the container log already
     return code
 
 
