@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from hook import __version__
+from hook import __version__, constants
 from hook.config import DrainConfig
 from hook.decision import DrainOutcome, DrainPlan, DrainState, Finish, after_read, next_step
 from hook.events import EventLog
@@ -47,6 +47,10 @@ def run_drain(config: DrainConfig, started_at: float, log: EventLog,
     )
     for warning in rc.warnings:
         log.emit("config_warning", message=warning)
+    if not constants.ADMITTED_GRACE_MIN_S <= config.grace_s <= constants.ADMITTED_GRACE_MAX_S:
+        log.emit("config_warning", message=(
+            f"--grace {config.grace_s:g} is outside the {constants.ADMITTED_GRACE_MIN_S:g}-"
+            f"{constants.ADMITTED_GRACE_MAX_S:g} s the operator admits; is it the Pod's terminationGracePeriodSeconds?"))
 
     state = DrainState()
     logged_key = None

@@ -115,6 +115,13 @@ def test_sigterm_ends_the_hook_with_a_final_line():
     assert 1.5 <= finished["elapsed_s"] < 5
 
 
+def test_a_grace_the_operator_would_not_admit_is_warned_about():
+    with EngineProcess("--kind", "vllm") as engine:
+        run = run_prestop(*FAST, "--port", str(engine.port))  # G = 8
+    assert run.code == 0
+    assert "--grace 8 is outside the 15-3600 s" in run.event("config_warning")["message"]
+
+
 def test_version():
     proc = subprocess.run([PRESTOP, "version"], capture_output=True, text=True, timeout=10)
     assert proc.returncode == 0 and proc.stdout.startswith("prestop 0.1.0")
