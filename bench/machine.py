@@ -23,7 +23,7 @@ def cpu_model() -> str:
                 if line.startswith("model name"):
                     return line.split(":", 1)[1].strip()
     except OSError:
-        pass
+        pass  # no /proc/cpuinfo (not Linux): fall back to what platform knows
     return platform.processor() or "unknown"
 
 

@@ -164,16 +164,17 @@ def _fsync_directory(directory: str) -> None:
     try:
         os.fsync(fd)
     except OSError:
-        pass
+        pass  # durability is best effort here: the rename itself has already happened
     finally:
         os.close(fd)
 
 
 def _remove_quietly(path: str) -> None:
+    """Clean up after a failed install; the error being reported is the one that matters."""
     try:
         os.unlink(path)
     except OSError:
-        pass
+        pass  # already gone, or the directory itself is what failed
 
 
 def _cannot_write(directory: str, exc: OSError) -> str:
