@@ -76,7 +76,10 @@ class Read:
 
 
 def read_summary(read: Read) -> dict:
-    """The read as plain JSON-ready fields, as `prestop check`, the log and the sidecar show it."""
+    """The read as plain JSON-ready fields, as `prestop check` prints them.
+
+    (The sidecar renders the same Read in its own versioned layout: sidecar/envelope.py.)
+    """
     return {
         "outcome": read.outcome.value,
         "verdict": read.outcome.verdict,

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import threading
-
 from emulation.engine_process import EngineProcess
+from tests.engine_work import send_requests
 
 # Requests put in flight by busy_for: the hook reads exactly this many.
 BUSY_REQUESTS = 3
@@ -16,16 +15,8 @@ class BusyableEngine:
         self.port = self._engine.port
 
     def busy_for(self, seconds: float) -> None:
-        """Put BUSY_REQUESTS requests of `seconds` in flight and return once the engine runs them."""
-        def one():
-            try:
-                self._engine.request("POST", "/v1/completions", {"duration_s": seconds}, timeout_s=seconds + 30)
-            except OSError:
-                pass  # the engine was stopped first, at the end of a test that did not wait for them
-        for _ in range(BUSY_REQUESTS):
-            threading.Thread(target=one, daemon=True).start()
-        while self._engine.stats()["running"] < BUSY_REQUESTS:
-            threading.Event().wait(0.02)
+        """Put BUSY_REQUESTS requests of `seconds` in flight and return once the engine holds them."""
+        send_requests(self._engine, BUSY_REQUESTS, seconds)
 
     @property
     def reads(self) -> int:

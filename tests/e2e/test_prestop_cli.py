@@ -11,8 +11,9 @@ import pytest
 
 from emulation.engine_process import EngineProcess, free_port
 
+from tests.engine_work import send_requests
+
 from .prestop_run import FAST, PRESTOP, run_prestop, start_prestop
-from .test_prestop_drain import send_requests
 
 
 @pytest.mark.parametrize("args, message", [

@@ -9,22 +9,9 @@ import pytest
 
 from emulation.engine_process import EngineProcess, free_port
 
+from tests.engine_work import send_requests
+
 from .prestop_run import FAST, FAST_DEADLINE_S, run_prestop
-
-
-def send_requests(engine: EngineProcess, count: int, duration_s: float) -> list[threading.Thread]:
-    def one():
-        try:
-            engine.request("POST", "/v1/completions", {"duration_s": duration_s}, timeout_s=duration_s + 30)
-        except OSError:
-            pass  # the engine may be torn down first when a test ends early; the hook's verdict is what is tested
-    threads = [threading.Thread(target=one, daemon=True) for _ in range(count)]
-    for t in threads:
-        t.start()
-    deadline = time.monotonic() + 5
-    while engine.stats()["running"] + engine.stats()["waiting"] < count and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return threads
 
 
 @pytest.fixture

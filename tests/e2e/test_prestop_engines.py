@@ -10,8 +10,9 @@ import trustme
 from emulation.engine_process import EngineProcess
 from emulation.launch import LaunchShape
 
+from tests.engine_work import send_requests
+
 from .prestop_run import FAST, run_prestop
-from .test_prestop_drain import send_requests
 
 
 def states(run):
