@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: venv demo test bundle bench clean
+.PHONY: venv demo test typecheck bundle bench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,8 +19,12 @@ demo: venv
 # Three workers on two cores: the suite mostly waits on real clocks (route waits, deadlines).
 PYTEST_WORKERS ?= 3
 
-test: venv
+test: typecheck
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS)
+
+# mypy, configured in pyproject.toml: the product fully typed, the rest where annotated.
+typecheck: venv
+	$(BIN)/python -m mypy
 
 # dist/prestop: the hook as one static executable (build/bundle.sh; see README.md).
 # Rebuilt only when what goes into it changes.
@@ -38,4 +42,4 @@ bench: venv
 	$(BIN)/python -m bench.run $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) build/out dist .pytest_cache
+	rm -rf $(VENV) build/out dist .pytest_cache .mypy_cache .setuptools-build

@@ -173,7 +173,7 @@ class CellResult:
 
 
 def _hook_events(report: DeletionReport) -> dict[str, dict]:
-    events = {}
+    events: dict[str, dict] = {}
     for line in (report.hook_stderr + "\n" + report.hook_stdout).splitlines():
         try:
             event = json.loads(line)
@@ -223,6 +223,7 @@ def run_cell(cell: Cell, prestop: Path) -> CellResult:
     dead = _dead_port() if scenario.wrong_port else None
     try:
         with EngineProcess(*_engine_args(scenario)) as engine:
+            assert engine.port is not None  # set once started
             if scenario.hung:
                 engine.misbehave("hang")  # /metrics: the request is read, no byte of an answer comes
             long_load = None
@@ -232,11 +233,12 @@ def run_cell(cell: Cell, prestop: Path) -> CellResult:
                                           durations=long_durations(cell.grace_s), seed=seed + 2).start()
             load = None
             if scenario.rate_per_s is not None:
+                assert scenario.durations is not None  # a scenario with a rate says its durations
                 load = LoadGenerator(engine.base_url, rate_per_s=scenario.rate_per_s,
                                      durations=scenario.durations(cell.grace_s), seed=seed).start()
             time.sleep(scenario.warmup_s)
             in_flight = (load.tally().in_flight if load else 0) + (long_load.tally().in_flight if long_load else 0)
-            hook_argv, sleep_s = _hook(cell, engine.port, dead.getsockname()[1] if dead else None, prestop)
+            hook_argv, sleep_s = _hook(cell, engine.port, dead.getsockname()[1] if dead else 0, prestop)
             report = delete_pod(engine, hook_argv, cell.grace_s, hook_sleep_s=sleep_s, load=load,
                                 route_drop_after_s=lag_s if load else None)
             if long_load is not None:

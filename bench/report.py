@@ -113,7 +113,8 @@ def _verdict_cell(ours: list[dict], theirs: list[dict]) -> str:
     ours, theirs = _paired(ours, theirs)
     if len(ours) < MIN_RUNS_TO_JUDGE:
         return "not judged (one run)"
-    better, worse = [], []
+    better: list[str] = []
+    worse: list[str] = []
     for key, good, label in _VERDICT_METRICS:
         a, b = _metric(ours, key), _metric(theirs, key)
         verdict, difference = compare_paired(a, b)

@@ -101,7 +101,7 @@ def run_case(engine: EngineProcess, sidecar: SidecarProcess, clients: int, secon
         "engine_reads": reads,
         "engine_reads_per_s": round(reads / elapsed_s, 1),
         "answers_per_read": round(len(latencies) / max(1, len(seqs)), 1),
-        **rss_kib(sidecar.process.pid),
+        **rss_kib(sidecar.pid),
     }
 
 
@@ -114,7 +114,7 @@ def main() -> int:
     counts = [int(c) for c in args.clients.split(",")]
     results = []
     with EngineProcess("--kind", "vllm") as engine, SidecarProcess("--port", str(engine.port)) as sidecar:
-        idle_rss = rss_kib(sidecar.process.pid)
+        idle_rss = rss_kib(sidecar.pid)
         sidecar.work()  # warm: first read, imports on the read path
         # As the controller reads: one client, a pause between reads longer than the read spacing.
         results.append(run_case(engine, sidecar, 1, args.seconds, pause_s=0.25))

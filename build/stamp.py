@@ -1,7 +1,7 @@
 """Write the build stamp the bundle carries: what built it, from which commit, when.
 
 Run by build/bundle.sh with the bundle virtualenv's Python, so the versions it records are
-the toolchain's own. `prestop version` prints the stamp (hook/buildinfo.py reads it).
+the toolchain's own. `prestop version` prints the stamp (hook/bundle.py reads it).
 Usage: python build/stamp.py OUTPUT_JSON
 """
 

@@ -56,6 +56,7 @@ async def serve(config: EngineConfig, tls: ssl.SSLContext | None) -> int:
     runner = web.AppRunner(build_app(runtime, lifecycle), handle_signals=False, access_log=None,
                            handler_cancellation=True, shutdown_timeout=constants.HANDLER_SHUTDOWN_GRACE_S)
     await runner.setup()
+    assert runner.server is not None  # set by setup()
     listener = Listener(runner.server, config.host, config.port, tls)
     lifecycle.attach(listener, runner.server)
     runtime.port = await listener.open()

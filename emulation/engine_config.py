@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Sequence
 
 from emulation import constants
+from hook.flags import Parser, arg, parse_port, seconds_arg, whole_number_arg
 from emulation.misbehaviour import Misbehaviour
 
 
@@ -79,38 +80,8 @@ class EngineConfig:
 DEFAULT_SIGTERM_POLICY = {EngineKind.VLLM: SigtermPolicy.ABORT, EngineKind.SGLANG: SigtermPolicy.DRAIN}
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"port must be 0..65535, got {value}")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="python -m emulation.engine",
         description="An emulated vLLM or SGLang server: real HTTP, the real engines' /metrics "
         "families, their SIGTERM behaviour, and switchable misbehaviour for tests.",
@@ -119,27 +90,27 @@ def build_parser() -> argparse.ArgumentParser:
                         metavar="{vllm,sglang}")
     parser.add_argument("--role", type=Role, choices=list(Role), default=Role.UNIFIED,
                         metavar="{unified,prefill,decode}", help="SGLang disaggregation role")
-    parser.add_argument("--dp", type=_positive_int, default=1,
+    parser.add_argument("--dp", type=whole_number_arg("--dp", minimum=1), default=1,
                         help="data-parallel engines: one series per rank")
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=_port, default=0, help="0 picks a free port")
+    parser.add_argument("--port", type=arg(lambda text: parse_port(text, what="--port", allow_zero=True)), default=0, help="0 picks a free port")
     parser.add_argument("--tls-cert", type=Path)
     parser.add_argument("--tls-key", type=Path)
     parser.add_argument("--format", dest="exposition_format", type=ExpositionFormat,
                         choices=list(ExpositionFormat), default=ExpositionFormat.TEXT,
                         metavar="{text,openmetrics}")
-    parser.add_argument("--body-kb", type=_positive_int, default=None,
+    parser.add_argument("--body-kb", type=whole_number_arg("--body-kb", minimum=1), default=None,
                         help="pad /metrics to about this many KB (default: the real engine's size)")
-    parser.add_argument("--max-running", type=_positive_int, default=constants.DEFAULT_MAX_RUNNING,
+    parser.add_argument("--max-running", type=whole_number_arg("--max-running", minimum=1), default=constants.DEFAULT_MAX_RUNNING,
                         help="scheduler slots per engine; the rest wait")
     parser.add_argument("--on-sigterm", type=SigtermPolicy, choices=list(SigtermPolicy), default=None,
                         metavar="{abort,drain,drain-timeout,ignore}",
                         help="default: abort for vllm, drain for sglang")
-    parser.add_argument("--shutdown-timeout", dest="shutdown_timeout_s", type=_seconds, default=0.0,
+    parser.add_argument("--shutdown-timeout", dest="shutdown_timeout_s", type=seconds_arg("--shutdown-timeout"), default=0.0,
                         help="vLLM --shutdown-timeout: seconds to drain on SIGTERM (implies drain-timeout)")
-    parser.add_argument("--drain-teardown-s", type=_seconds, default=constants.VLLM_DRAIN_TEARDOWN_S,
+    parser.add_argument("--drain-teardown-s", type=seconds_arg("--drain-teardown-s"), default=constants.VLLM_DRAIN_TEARDOWN_S,
                         help="vLLM teardown after a drain-timeout drain")
-    parser.add_argument("--split-role-exit-wait-s", type=_seconds,
+    parser.add_argument("--split-role-exit-wait-s", type=seconds_arg("--split-role-exit-wait-s"),
                         default=constants.SGLANG_SPLIT_ROLE_SCHEDULER_WAIT_S,
                         help="SGLang prefill/decode: extra wait for the scheduler after the drain")
     parser.add_argument("--misbehave", type=Misbehaviour, choices=list(Misbehaviour),

@@ -96,8 +96,9 @@ def padding_family(config: EngineConfig, template: Families, series: int) -> Tem
     """`series` zero-valued histogram series with the engine's latency buckets and labels."""
     name = config.metric_prefix + PADDING_FAMILY_SUFFIX
     source = next((f for f in template if f.name == _PADDING_BUCKETS_FROM[config.kind]), None)
-    bounds = [s.label("le") for s in source.samples if s.name.endswith("_bucket")] if source else []
-    bounds = list(dict.fromkeys(b for b in bounds if b is not None)) or ["+Inf"]
+    found = [s.label("le") for s in source.samples if s.name.endswith("_bucket")] if source else []
+    bounds: list[str] = list(dict.fromkeys(b for b in found if b is not None)) or ["+Inf"]
+    base: tuple[tuple[str, str], ...]
     if config.kind is EngineKind.VLLM:
         base = (("engine", "0"), ("model_name", config.model_name))
     else:

@@ -57,7 +57,7 @@ class DeletionReport:
     route_dropped_at: float | None
     sigterm_at: float
     sigkill_at: float | None
-    engine_exited_at: float | None
+    engine_exited_at: float
     engine_exit_code: int | None  # negative: killed by that signal
     load: LoadTally | None
     t0: float  # time.monotonic() of the delete, to place load records on this clock

@@ -45,15 +45,23 @@ async def _wait_forever(request: web.Request) -> web.StreamResponse:
     return drop(request)  # not reached: the wait ends only by cancellation
 
 
+def _body_bytes(response: web.Response) -> bytes:
+    """The rendered exposition: the metrics handler always builds its response from bytes."""
+    body = response.body
+    assert isinstance(body, (bytes, bytearray)), type(body)
+    return bytes(body)
+
+
 async def _drip_body(request: web.Request, response: web.Response, interval_s: float) -> web.StreamResponse:
     """drip: status and headers now, then the body one byte per interval."""
+    body = _body_bytes(response)
     stream = web.StreamResponse(status=response.status, headers=response.headers)
-    stream.content_length = len(response.body)
+    stream.content_length = len(body)
     await stream.prepare(request)
     index = 0
     try:
-        for index in range(len(response.body)):
-            await stream.write(response.body[index:index + 1])
+        for index in range(len(body)):
+            await stream.write(body[index:index + 1])
             await asyncio.sleep(interval_s)
         await stream.write_eof()
     except ConnectionError as exc:
@@ -63,10 +71,11 @@ async def _drip_body(request: web.Request, response: web.Response, interval_s: f
 
 async def _drip_everything(request: web.Request, response: web.Response, interval_s: float) -> web.StreamResponse:
     """slow-headers: the status line and headers drip too, written straight to the socket."""
+    body = _body_bytes(response)
     head = [f"HTTP/1.1 {response.status} OK", f"Content-Type: {response.headers['Content-Type']}",
-            f"Content-Length: {len(response.body)}", f"Date: {formatdate(usegmt=True)}",
+            f"Content-Length: {len(body)}", f"Date: {formatdate(usegmt=True)}",
             "Connection: close"]
-    wire = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + response.body
+    wire = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
     for index in range(len(wire)):
         transport = request.transport
         if transport is None or transport.is_closing():

@@ -98,8 +98,8 @@ def timeline_rows(report: DeletionReport) -> list[TimelineRow]:
     if report.sigkill_at is not None:
         rows.append(TimelineRow(report.sigkill_at, "kubelet", "SIGKILL to the engine"))
     rows.append(TimelineRow(report.engine_exited_at, "engine", f"exited, status {report.engine_exit_code}"))
-    timed = sorted((r for r in rows if r.at_s is not None), key=lambda r: r.at_s)
-    return timed + [r for r in rows if r.at_s is None]
+    timed = sorted(((r.at_s, i, r) for i, r in enumerate(rows) if r.at_s is not None))
+    return [r for _, _, r in timed] + [r for r in rows if r.at_s is None]
 
 
 def render_timeline(report: DeletionReport) -> str:

@@ -1,30 +1,22 @@
-"""`prestop`: the preStop exec hook (default), and `prestop check` / `prestop version`.
+"""`prestop`: the preStop exec hook (default), and `prestop check` / `version` / `install`.
 
 Only wiring: parse flags into a config, run, print, exit. The logic lives in drain.py,
-decision.py and reader.py.
+decision.py and reader.py; the exit statuses in exitcodes.py.
 """
 
 from __future__ import annotations
 
-# The deadline counts from the exec, so the clock is read before anything heavier is imported.
-from hook.clock import exec_started_at
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+from types import FrameType
+from typing import Any
 
-_STARTED_AT = exec_started_at()
-
-import argparse  # noqa: E402
-import json  # noqa: E402
-import signal  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-
-from hook import __version__  # noqa: E402
-
-EXIT_IDLE = 0
-EXIT_BUSY = 1  # `prestop check` only
-EXIT_USAGE = 2
-EXIT_DEADLINE = 10
-EXIT_UNMEASURABLE = 11
-EXIT_TERMINATED = 143  # SIGTERM before the drain finished
+from hook import __version__
+from hook.exitcodes import ExitCode
 
 EXIT_CODES_HELP = """\
 exit codes:
@@ -32,11 +24,12 @@ exit codes:
   10  deadline (G - exit reserve) reached with work in flight or unknown
   11  nothing to measure: connection refused, HTTP error status or TLS handshake failure
   2   usage error
+  130 interrupted by SIGINT before the drain finished
   143 terminated by SIGTERM before the drain finished
 
 The last line on stdout is one JSON object:
-  {"event": "drain_finished", "outcome": "idle"|"deadline"|"unmeasurable",
-   "elapsed_s": ..., "in_flight": ..., "reads": ..., "reason": "..."}
+  {"event": "drain_finished", "outcome": "idle"|"deadline"|"unmeasurable"|"terminated"|"interrupted",
+   "elapsed_s": ..., "in_flight": ..., "reads": ..., "reason": "...", "exit_code": ...}
 Each state change is logged as a JSON line on stderr and, unless --quiet, on the
 container's log stream (PID 1's stdout), so that `kubectl logs` shows the drain.
 
@@ -48,19 +41,50 @@ subcommands:
 
 CHECK_EXIT_HELP = "exit codes: 0 idle, 1 busy (or incomplete, timed out, unparseable), 11 unmeasurable, 2 usage error"
 
+# A signal that ends the drain early, and what the drain then reports.
+_STOP_SIGNALS = {
+    signal.SIGTERM: (ExitCode.TERMINATED, "terminated", "terminated by SIGTERM before the drain finished"),
+    signal.SIGINT: (ExitCode.INTERRUPTED, "interrupted", "interrupted by SIGINT before the drain finished"),
+}
 
-class _Terminated(BaseException):
-    """SIGTERM mid-drain. A BaseException, so no `except Exception` on the read path can eat it."""
+
+class _Stopped(BaseException):
+    """A stop signal mid-drain. A BaseException, so no `except Exception` on the read path eats it."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.code, self.outcome, self.reason = _STOP_SIGNALS[signal.Signals(signum)]
 
 
-def _on_sigterm(signum, frame):
-    raise _Terminated()
+def _on_stop_signal(signum: int, frame: FrameType | None) -> None:
+    raise _Stopped(signum)
+
+
+def _ensure_standard_streams() -> None:
+    """Give a closed stdin, stdout or stderr /dev/null, so that no file this process opens later
+    takes descriptor 0-2 and receives what was meant for the log."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            try:
+                opened = os.open(os.devnull, os.O_RDWR)
+            except OSError:
+                return  # no /dev/null: nothing better to do than go on
+            if opened != fd:
+                os.dup2(opened, fd)
+                os.close(opened)
+    if sys.stderr is None:
+        sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115 - fd 2 outlives this object
+    if sys.stdout is None:
+        sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
 
 
 def _drain_parser() -> argparse.ArgumentParser:
     from hook.config import add_drain_flags, add_target_flags
+    from hook.flags import Parser
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="prestop",
         description="Hold a deleted LLM-serving Pod's engine until its requests finish: wait for routers "
         "to drop the replica, then poll the engine's loopback /metrics until it reads idle twice or "
@@ -76,8 +100,9 @@ def _drain_parser() -> argparse.ArgumentParser:
 
 def _check_parser() -> argparse.ArgumentParser:
     from hook.config import add_target_flags
+    from hook.flags import Parser
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="prestop check",
         description="Read the engine's work gauges once and print what they say, as JSON.",
         epilog=CHECK_EXIT_HELP,
@@ -87,57 +112,66 @@ def _check_parser() -> argparse.ArgumentParser:
 
 
 def drain(argv: list[str]) -> int:
-    from hook.config import resolve_drain_config
-    from hook.drain import run_drain
-    from hook.events import EventLog
+    from hook.events import EventLog, Sink
 
-    args = _drain_parser().parse_args(argv)
-    config = resolve_drain_config(args)
-    log = EventLog(_STARTED_AT, config.log_mirror)
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    log: EventLog | None = None
+    fields: dict[str, Any]
+    started_at = time.monotonic()  # until /proc says when the exec happened
     try:
-        result = run_drain(config, _STARTED_AT, log)
-        fields = dict(outcome=result.outcome.value, elapsed_s=result.elapsed_s,
-                      in_flight=result.in_flight, reads=result.reads, reason=result.reason)
+        from hook.clock import exec_started_at
+        from hook.config import resolve_drain_config
+        from hook.drain import run_drain
+
+        # The deadline counts from the exec (kubelet's grace clock), read from /proc, not from now.
+        started_at = exec_started_at()
+        args = _drain_parser().parse_args(argv)
+        log = EventLog("prestop", started_at=started_at, mirror_path=None if args.quiet else args.log_mirror)
+        result = run_drain(resolve_drain_config(args), started_at, log)
         code = result.outcome.exit_code
-    except _Terminated:
-        fields = dict(outcome="deadline", elapsed_s=round(time.monotonic() - _STARTED_AT, 3), in_flight=None, reads=None,
-                      reason="terminated by SIGTERM before the drain finished")
-        code = EXIT_TERMINATED
+        fields = dict(outcome=result.outcome.value, elapsed_s=result.elapsed_s, in_flight=result.in_flight,
+                      reads=result.reads, reason=result.reason)
+    except _Stopped as stop:
+        code = stop.code
+        fields = dict(outcome=stop.outcome, in_flight=None, reads=None, reason=stop.reason)
     finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    line = log.emit("drain_finished", **fields, exit_code=code)
+        for signum in _STOP_SIGNALS:
+            signal.signal(signum, signal.SIG_IGN)  # the result is decided: nothing may cut its line
+    if log is None:
+        log = EventLog("prestop", started_at=started_at)
+    line = log.emit("drain_finished", **fields, exit_code=int(code), log_lines_dropped=log.dropped)
     log.close()
-    try:
-        print(line, flush=True)
-    except OSError:
-        pass  # stdout closed by the caller: the line is on stderr and the container log already
+    stdout = Sink.for_stream(1, "stdout")
+    stdout.write((line + "\n").encode("ascii"))
+    stdout.close()
     return code
 
 
 def check(argv: list[str]) -> int:
     from hook.config import resolve_read_config
-    from hook.outcome import ReadOutcome, read_summary
+    from hook.outcome import ReadOutcome, read_fields
     from hook.reader import read_work
 
     config = resolve_read_config(_check_parser().parse_args(argv))
-    read = read_work(config.target, config.hint, config.read_timeout_s, config.max_body_bytes)
+    read = read_work(config.target, config.hint, timeout_s=config.read_timeout_s,
+                     max_body_bytes=config.max_body_bytes)
     report = {"target": config.target.url, "target_source": config.target.source,
-              "engine_source": config.hint.source, **read_summary(read), "warnings": list(config.warnings)}
+              "engine_source": config.hint.source, **read_fields(read),
+              "process_start_time": read.process_start_time, "restart_counters": dict(read.restart_counters),
+              "warnings": list(config.warnings)}
     print(json.dumps(report, indent=2))
     if read.outcome is ReadOutcome.IDLE:
-        return EXIT_IDLE
-    return EXIT_UNMEASURABLE if read.outcome.ends_drain else EXIT_BUSY
+        return ExitCode.OK
+    return ExitCode.UNMEASURABLE if read.outcome.ends_drain else ExitCode.BUSY
 
 
 def version(argv: list[str]) -> int:
-    from hook.buildinfo import build_description
+    from hook.bundle import build_description
 
     if argv:
         print("prestop version: takes no arguments", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     print(f"prestop {__version__} ({build_description()})")
-    return 0
+    return ExitCode.OK
 
 
 def install(argv: list[str]) -> int:
@@ -151,10 +185,12 @@ SUBCOMMANDS = {"check": check, "version": version, "install": install}
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] in SUBCOMMANDS:
-        return SUBCOMMANDS[argv[0]](argv[1:])
+    subcommand = SUBCOMMANDS.get(argv[0]) if argv else None
+    if subcommand is None:
+        # First, before anything that can take time: a stop signal must end in a drain_finished line.
+        for signum in _STOP_SIGNALS:
+            signal.signal(signum, _on_stop_signal)
+    _ensure_standard_streams()
+    if subcommand is not None:
+        return subcommand(argv[1:])  # one-shot commands: a signal simply ends them
     return drain(argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -13,15 +13,13 @@ on a loaded node, so the start that counts is the outermost launcher's.
 from __future__ import annotations
 
 import os
-import sys
 import time
+
+from hook.bundle import launcher_paths
 
 # staticx's launcher, then PyInstaller's onefile bootloader: at most two processes stand
 # between the exec and Python. Walking further could reach something that is not ours.
 MAX_LAUNCHER_DEPTH = 2
-
-# staticx tells the program it runs where the exec'd file is (its realpath).
-STATICX_PROG_PATH_ENV = "STATICX_PROG_PATH"
 
 
 def process_start_boottime(pid: int | str = "self", proc_root: str = "/proc") -> float:
@@ -51,17 +49,10 @@ def _file_identity(path: str) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
-def launcher_identities(proc_root: str = "/proc", environ=os.environ) -> set[tuple[int, int]]:
-    """The files this bundle's launchers run from: none when this is not a bundle."""
-    if not getattr(sys, "frozen", False):
-        return set()  # a console script: kubelet exec'd this very process
-    # PyInstaller's bootloader re-execs its own file for the Python process.
-    identities = {_file_identity(f"{proc_root}/self/exe")}
-    prog_path = environ.get(STATICX_PROG_PATH_ENV)
-    if prog_path:
-        identities.add(_file_identity(prog_path))
-    identities.discard(None)
-    return identities
+def launcher_identities() -> set[tuple[int, int]]:
+    """(device, inode) of the files this bundle's launchers run from; none for a console script,
+    which kubelet exec'd as this very process."""
+    return {identity for path in launcher_paths() if (identity := _file_identity(path)) is not None}
 
 
 def exec_root_pid(pid: int | str = "self", proc_root: str = "/proc",
@@ -73,7 +64,7 @@ def exec_root_pid(pid: int | str = "self", proc_root: str = "/proc",
     that ran it). A parent this process may not inspect ends the walk.
     """
     if launchers is None:
-        launchers = launcher_identities(proc_root)
+        launchers = launcher_identities()
     current = os.getpid() if pid == "self" else int(pid)
     for _ in range(MAX_LAUNCHER_DEPTH):
         if not launchers:

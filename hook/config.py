@@ -9,8 +9,8 @@ running request.
 from __future__ import annotations
 
 import argparse
-import math
 from dataclasses import dataclass
+from typing import Callable, TypeVar
 
 from hook import constants
 from hook.annotations import (
@@ -21,10 +21,22 @@ from hook.annotations import (
     default_annotations_file,
     read_annotations,
 )
-from hook.engine import EngineHint, hint_from_proc, parse_kind, parse_role
+from hook.engine import EngineHint, hint_from_proc
 from hook.events import CONTAINER_LOG
+from hook.flags import (
+    arg,
+    parse_engine,
+    parse_path,
+    parse_port,
+    parse_role,
+    parse_scheme,
+    seconds_arg,
+    whole_number_arg,
+)
 from hook.gauges import DEFAULT_METRICS_PATH, DEFAULT_PORTS, EngineKind
-from hook.target import Target, check_path, check_port, check_scheme
+from hook.target import Target
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -48,118 +60,91 @@ class DrainConfig:
     log_mirror: str | None  # None: --quiet
 
 
-def _number(minimum: float, inclusive: bool, what: str):
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{what} must be a number of seconds, got {text!r}") from None
-        if not math.isfinite(value) or value < minimum or (value == minimum and not inclusive):
-            bound = f">= {minimum:g}" if inclusive else f"> {minimum:g}"
-            raise argparse.ArgumentTypeError(f"{what} must be a finite number {bound}, got {text!r}")
-        return value
-
-    return parse
-
-
-def _byte_count(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number of bytes >= 1, got {text!r}")
-    return int(text)
-
-
-def _checked(check):
-    def parse(text: str):
-        try:
-            return check(text)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    return parse
-
-
 def add_target_flags(parser: argparse.ArgumentParser) -> None:
     """The flags that say where the engine is and what it runs (the sidecar takes the same)."""
     group = parser.add_argument_group("engine target (default: the Pod's scrape annotations, then the engine's own)")
-    group.add_argument("--port", type=_checked(check_port), help="engine /metrics port on loopback")
-    group.add_argument("--path", type=_checked(check_path), help=f"metrics path (default {DEFAULT_METRICS_PATH})")
-    group.add_argument("--scheme", type=_checked(check_scheme), help="http or https (https is not verified: loopback)")
+    group.add_argument("--port", type=arg(lambda text: parse_port(text, what="--port")), help="engine /metrics port on loopback")
+    group.add_argument("--path", type=arg(lambda text: parse_path(text, what="--path")), help=f"metrics path (default {DEFAULT_METRICS_PATH})")
+    group.add_argument("--scheme", type=arg(lambda text: parse_scheme(text, what="--scheme")), help="http or https (https is not verified: loopback)")
     group.add_argument("--annotations", metavar="FILE",
                        help="downward-API annotations file (default /etc/podinfo/annotations when it exists)")
-    group.add_argument("--engine", type=_checked(parse_kind), help="vllm or sglang (default: detected)")
-    group.add_argument("--disaggregation-mode", dest="role", type=_checked(parse_role),
-                       help="null, prefill or decode (default: detected)")
-    group.add_argument("--read-timeout", type=_number(0, False, "--read-timeout"),
+    group.add_argument("--engine", type=arg(parse_engine), help="vllm or sglang (default: detected)")
+    group.add_argument("--disaggregation-mode", dest="role", type=arg(parse_role),
+                       help="null (unified), prefill or decode (default: detected)")
+    group.add_argument("--read-timeout", type=seconds_arg("--read-timeout", inclusive=False),
                        default=constants.READ_TIMEOUT_S, metavar="SECONDS",
                        help=f"bound on one read (default {constants.READ_TIMEOUT_S:g})")
-    group.add_argument("--max-body-bytes", type=_byte_count, default=constants.MAX_BODY_BYTES, metavar="BYTES",
+    group.add_argument("--max-body-bytes", type=whole_number_arg("--max-body-bytes", minimum=1), default=constants.MAX_BODY_BYTES, metavar="BYTES",
                        help=f"a larger body counts as busy (default {constants.MAX_BODY_BYTES})")
     group.add_argument("--proc-root", default="/proc", help=argparse.SUPPRESS)  # tests: where argv is read
 
 
 def add_drain_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--grace", type=_number(0, False, "--grace"), default=constants.DEFAULT_GRACE_S,
+    parser.add_argument("--grace", type=seconds_arg("--grace", inclusive=False), default=constants.DEFAULT_GRACE_S,
                         metavar="SECONDS",
                         help=f"the Pod's terminationGracePeriodSeconds (default {constants.DEFAULT_GRACE_S:g})")
-    parser.add_argument("--route-wait", type=_number(0, True, "--route-wait"), default=constants.ROUTE_WAIT_S,
+    parser.add_argument("--route-wait", type=seconds_arg("--route-wait"), default=constants.ROUTE_WAIT_S,
                         metavar="SECONDS", help=f"wait before the first read (default {constants.ROUTE_WAIT_S:g})")
-    parser.add_argument("--exit-reserve", type=_number(0, True, "--exit-reserve"),
+    parser.add_argument("--exit-reserve", type=seconds_arg("--exit-reserve"),
                         default=constants.EXIT_RESERVE_S, metavar="SECONDS",
                         help=f"return this long before the grace ends (default {constants.EXIT_RESERVE_S:g})")
-    parser.add_argument("--interval", type=_number(0, False, "--interval"), default=constants.POLL_INTERVAL_S,
+    parser.add_argument("--interval", type=seconds_arg("--interval", inclusive=False), default=constants.POLL_INTERVAL_S,
                         metavar="SECONDS", help=f"time between reads (default {constants.POLL_INTERVAL_S:g})")
     parser.add_argument("--quiet", action="store_true",
                         help="do not mirror the log lines to the container's log (PID 1's stdout)")
     parser.add_argument("--log-mirror", default=CONTAINER_LOG, help=argparse.SUPPRESS)  # tests: a file
 
 
+class _Annotations:
+    """The Pod's scrape annotations; a value that does not parse is a warning, never an error."""
+
+    def __init__(self, path: str | None, warnings: list[str]):
+        self._values: dict[str, str] = {}
+        self._warnings = warnings
+        if path:
+            try:
+                self._values = read_annotations(path)
+            except AnnotationsError as exc:
+                warnings.append(f"annotations ignored: {exc}")
+
+    def get(self, key: str, parse: Callable[[str], T]) -> T | None:
+        if key not in self._values:
+            return None
+        try:
+            return parse(self._values[key])
+        except ValueError as exc:
+            self._warnings.append(f"annotation {key} ignored: {exc}")
+            return None
+
+
+def _resolve_port(flag: int | None, annotations: _Annotations, hint: EngineHint,
+                  warnings: list[str]) -> tuple[int, str]:
+    """The engine's port and where it came from: flag, annotation, the engine's argv, default."""
+    if flag is not None:
+        return flag, "flag"
+    annotated = annotations.get(PORT_ANNOTATION, parse_port)
+    if annotated is not None:
+        if hint.port is not None and hint.port != annotated:
+            warnings.append(f"annotation {PORT_ANNOTATION}={annotated} but the engine's argv says --port {hint.port}")
+        return annotated, "annotation"
+    if hint.port is not None:
+        return hint.port, "cmdline"
+    if hint.kind is None:
+        warnings.append("engine not detected and no port given: using vLLM's default port")
+    return DEFAULT_PORTS[hint.kind or EngineKind.VLLM], "default"
+
+
 def resolve_read_config(args: argparse.Namespace) -> ReadConfig:
     """Flags, then the Pod's annotations, then the engine's argv, then the engine's defaults."""
     warnings: list[str] = []
     flag_hint = EngineHint(kind=args.engine, role=args.role, source="flag" if args.engine else "none")
-    proc_hint = hint_from_proc(args.proc_root)
-    hint = flag_hint.merged(proc_hint)
-
-    annotations: dict[str, str] = {}
-    path = args.annotations or default_annotations_file()
-    if path:
-        try:
-            annotations = read_annotations(path)
-        except AnnotationsError as exc:
-            warnings.append(f"annotations ignored: {exc}")
-
-    def from_annotation(key: str, check):
-        if key not in annotations:
-            return None
-        try:
-            return check(annotations[key])
-        except ValueError as exc:
-            warnings.append(f"annotation {key} ignored: {exc}")
-            return None
-
-    sources = []
-    port = args.port
-    if port is not None:
-        sources.append("flag")
-    else:
-        port = from_annotation(PORT_ANNOTATION, check_port)
-        if port is not None:
-            sources.append("annotation")
-            if hint.port is not None and hint.port != port:
-                warnings.append(f"annotation {PORT_ANNOTATION}={port} but the engine's argv says --port {hint.port}")
-        elif hint.port is not None:
-            port = hint.port
-            sources.append("cmdline")
-        else:
-            kind = hint.kind or EngineKind.VLLM
-            if hint.kind is None:
-                warnings.append("engine not detected and no port given: using vLLM's default port")
-            port = DEFAULT_PORTS[kind]
-            sources.append("default")
-    metrics_path = args.path or from_annotation(PATH_ANNOTATION, check_path) or DEFAULT_METRICS_PATH
-    scheme = args.scheme or from_annotation(SCHEME_ANNOTATION, check_scheme) or ("https" if hint.tls else "http")
+    hint = flag_hint.merged(hint_from_proc(args.proc_root))
+    annotations = _Annotations(args.annotations or default_annotations_file(), warnings)
+    port, port_source = _resolve_port(args.port, annotations, hint, warnings)
+    metrics_path = args.path or annotations.get(PATH_ANNOTATION, parse_path) or DEFAULT_METRICS_PATH
+    scheme = args.scheme or annotations.get(SCHEME_ANNOTATION, parse_scheme) or ("https" if hint.tls else "http")
     return ReadConfig(
-        target=Target(scheme=scheme, port=port, path=metrics_path, source=sources[0]),
+        target=Target(scheme=scheme, port=port, path=metrics_path, source=port_source),
         hint=hint,
         read_timeout_s=args.read_timeout,
         max_body_bytes=args.max_body_bytes,

@@ -10,6 +10,7 @@ import enum
 from dataclasses import dataclass
 
 from hook.constants import IDLE_READS_REQUIRED
+from hook.exitcodes import ExitCode
 from hook.outcome import Read
 
 
@@ -19,11 +20,15 @@ class DrainOutcome(enum.Enum):
     UNMEASURABLE = "unmeasurable"  # refused / HTTP error / TLS failure: exit 11
 
     @property
-    def exit_code(self) -> int:
+    def exit_code(self) -> ExitCode:
         return _EXIT_CODES[self]
 
 
-_EXIT_CODES = {DrainOutcome.IDLE: 0, DrainOutcome.DEADLINE: 10, DrainOutcome.UNMEASURABLE: 11}
+_EXIT_CODES = {
+    DrainOutcome.IDLE: ExitCode.OK,
+    DrainOutcome.DEADLINE: ExitCode.DEADLINE,
+    DrainOutcome.UNMEASURABLE: ExitCode.UNMEASURABLE,
+}
 
 
 @dataclass(frozen=True)
@@ -37,7 +42,7 @@ class DrainPlan:
     read_timeout_s: float
 
     @classmethod
-    def build(cls, started_at: float, grace_s: float, route_wait_s: float, exit_reserve_s: float,
+    def build(cls, *, started_at: float, grace_s: float, route_wait_s: float, exit_reserve_s: float,
               interval_s: float, read_timeout_s: float) -> "DrainPlan":
         deadline_at = started_at + max(0.0, grace_s - exit_reserve_s)
         return cls(

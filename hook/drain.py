@@ -1,21 +1,48 @@
-"""The drain loop: sleep, read, decide, log. Thin by design; decision.py holds the rules."""
+"""The drain loop: sleep, read, decide, log. Thin by design; decision.py holds the rules.
+
+The clock and the reader are parameters, so the loop itself (what it logs, when it reads, what
+it returns) is tested with both injected, and the real ones over real sockets.
+"""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Protocol
 
 from hook import __version__, constants
 from hook.config import DrainConfig
 from hook.decision import DrainOutcome, DrainPlan, DrainState, Finish, after_read, next_step
+from hook.engine import EngineHint
 from hook.events import EventLog
-from hook.outcome import Read
+from hook.outcome import Read, read_fields
 from hook.reader import read_work
+from hook.target import Target
 
 # While busy, a changed in-flight count is logged at most this often: a timeline people can
 # follow in `kubectl logs`, not a line per poll.
 PROGRESS_LOG_INTERVAL_S = 5.0
+
+
+class Clock(Protocol):
+    def now(self) -> float: ...
+
+    def sleep_until(self, at: float) -> None: ...
+
+
+class MonotonicClock:
+    """The real clock: time.monotonic, the clock every deadline here is on."""
+
+    def now(self) -> float:
+        return time.monotonic()
+
+    def sleep_until(self, at: float) -> None:
+        while (remaining_s := at - time.monotonic()) > 0:
+            time.sleep(remaining_s)
+
+
+class ReadWork(Protocol):
+    def __call__(self, target: Target, hint: EngineHint, *, timeout_s: float, max_body_bytes: int) -> Read: ...
 
 
 @dataclass(frozen=True)
@@ -27,17 +54,36 @@ class DrainResult:
     reads: int
 
 
-def run_drain(config: DrainConfig, started_at: float, log: EventLog,
-              read: Callable[..., Read] = read_work) -> DrainResult:
+def run_drain(config: DrainConfig, started_at: float, log: EventLog, *,
+              read: ReadWork = read_work, clock: Clock = MonotonicClock()) -> DrainResult:
     rc = config.read
-    plan = DrainPlan.build(started_at, config.grace_s, config.route_wait_s, config.exit_reserve_s,
-                           config.interval_s, rc.read_timeout_s)
+    plan = DrainPlan.build(started_at=started_at, grace_s=config.grace_s, route_wait_s=config.route_wait_s,
+                           exit_reserve_s=config.exit_reserve_s, interval_s=config.interval_s,
+                           read_timeout_s=rc.read_timeout_s)
+    _log_start(config, plan, log)
+
+    state = DrainState()
+    progress = _ProgressLog(log)
+    while True:
+        step = next_step(plan, state, clock.now())
+        clock.sleep_until(step.at if step.at is not None else clock.now())
+        if isinstance(step, Finish):
+            return _result(state, step, started_at, clock.now())
+        current = read(rc.target, rc.hint, timeout_s=step.timeout_s, max_body_bytes=rc.max_body_bytes)
+        state, finish = after_read(state, current)
+        progress.observe(current, state.reads, clock.now())
+        if finish is not None:
+            return _result(state, finish, started_at, clock.now())
+
+
+def _log_start(config: DrainConfig, plan: DrainPlan, log: EventLog) -> None:
+    rc = config.read
     log.emit(
         "drain_started",
         version=__version__,
         grace_s=config.grace_s,
-        first_read_s=round(plan.first_read_at - started_at, 3),
-        deadline_s=round(plan.deadline_at - started_at, 3),
+        first_read_s=round(plan.first_read_at - plan.started_at, 3),
+        deadline_s=round(plan.deadline_at - plan.started_at, 3),
         target=rc.target.url,
         target_source=rc.target.source,
         engine=rc.hint.kind.value if rc.hint.kind else "detect",
@@ -46,53 +92,39 @@ def run_drain(config: DrainConfig, started_at: float, log: EventLog,
         log_mirror=log.mirror_status,
     )
     for warning in rc.warnings:
-        log.emit("config_warning", message=warning)
+        log.warning("config_warning", message=warning)
     if not constants.ADMITTED_GRACE_MIN_S <= config.grace_s <= constants.ADMITTED_GRACE_MAX_S:
-        log.emit("config_warning", message=(
+        log.warning("config_warning", message=(
             f"--grace {config.grace_s:g} is outside the {constants.ADMITTED_GRACE_MIN_S:g}-"
             f"{constants.ADMITTED_GRACE_MAX_S:g} s the operator admits; is it the Pod's terminationGracePeriodSeconds?"))
 
-    state = DrainState()
-    logged_key = None
-    logged_in_flight = None
-    logged_at = 0.0
-    while True:
-        step = next_step(plan, state, time.monotonic())
-        _sleep_until(step.at if step.at is not None else time.monotonic())
-        if isinstance(step, Finish):
-            return _finish(state, step, started_at)
-        current = read(rc.target, rc.hint, step.timeout_s, rc.max_body_bytes)
-        state, finish = after_read(state, current)
-        key = (current.outcome, current.missing, current.kind, current.role)
-        now = time.monotonic()
-        progressed = current.in_flight != logged_in_flight and now - logged_at >= PROGRESS_LOG_INTERVAL_S
-        if key != logged_key or progressed:
-            log.emit(
-                "read_state" if key != logged_key else "progress",
-                outcome=current.outcome.value,
-                in_flight=current.in_flight,
-                missing=list(current.missing),
-                engine=current.kind.value if current.kind else None,
-                role=current.role.value if current.role else None,
-                detail=current.detail,
-                reads=state.reads,
-            )
-            logged_key, logged_in_flight, logged_at = key, current.in_flight, now
-        if finish is not None:
-            return _finish(state, finish, started_at)
+
+class _ProgressLog:
+    """Logs a read when its kind of answer changes (`read_state`), and a changed in-flight count
+    at most every PROGRESS_LOG_INTERVAL_S (`progress`)."""
+
+    def __init__(self, log: EventLog):
+        self._log = log
+        self._key: tuple[object, ...] | None = None
+        self._in_flight: float | None = None
+        self._at = -float("inf")
+
+    def observe(self, read: Read, reads: int, now: float) -> None:
+        key = (read.outcome, read.missing, read.kind, read.role)
+        changed = key != self._key
+        progressed = read.in_flight != self._in_flight and now - self._at >= PROGRESS_LOG_INTERVAL_S
+        if not (changed or progressed):
+            return
+        self._log.emit("read_state" if changed else "progress", **read_fields(read), reads=reads)
+        self._key, self._in_flight, self._at = key, read.in_flight, now
 
 
-def _finish(state: DrainState, finish: Finish, started_at: float) -> DrainResult:
+def _result(state: DrainState, finish: Finish, started_at: float, now: float) -> DrainResult:
     last = state.last_read
     return DrainResult(
         outcome=finish.outcome,
         reason=finish.reason,
-        elapsed_s=round(time.monotonic() - started_at, 3),
+        elapsed_s=round(now - started_at, 3),
         in_flight=last.in_flight if last is not None else None,
         reads=state.reads,
     )
-
-
-def _sleep_until(at: float) -> None:
-    while (remaining_s := at - time.monotonic()) > 0:
-        time.sleep(remaining_s)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 
+from hook.flags import parse_port
 from hook.gauges import EngineKind, Role
 
 
@@ -36,20 +37,6 @@ class EngineHint:
         )
 
 
-def parse_role(value: str) -> Role:
-    try:
-        return Role(value.strip().lower())
-    except ValueError:
-        raise ValueError(f"disaggregation mode must be null, prefill or decode, got {value!r}") from None
-
-
-def parse_kind(value: str) -> EngineKind:
-    try:
-        return EngineKind(value.strip().lower())
-    except ValueError:
-        raise ValueError(f"engine must be vllm or sglang, got {value!r}") from None
-
-
 def hint_from_argv(argv: list[str]) -> EngineHint | None:
     """Recognize `vllm serve …`, vLLM's api_server module, and SGLang's launch_server."""
     kind = _kind_of(argv)
@@ -58,14 +45,13 @@ def hint_from_argv(argv: list[str]) -> EngineHint | None:
     role = None
     if kind is EngineKind.SGLANG:
         mode = _flag_value(argv, "--disaggregation-mode")
-        role = Role.NULL
+        role = Role.UNIFIED
         if mode in ("prefill", "decode"):
             role = Role(mode)
-    port = _flag_value(argv, "--port")
     return EngineHint(
         kind=kind,
         role=role,
-        port=int(port) if port and port.isdigit() and 0 < int(port) < 65536 else None,
+        port=_port(_flag_value(argv, "--port")),
         tls=_flag_value(argv, "--ssl-certfile") is not None,
         source="cmdline",
     )
@@ -115,6 +101,16 @@ def _kind_of(argv: list[str]) -> EngineKind | None:
     if program == "sglang" and rest[:1] == ["serve"]:
         return EngineKind.SGLANG
     return None
+
+
+def _port(text: str | None) -> int | None:
+    """The engine's --port when it is a valid port; an engine that would not start on it has none."""
+    if text is None:
+        return None
+    try:
+        return parse_port(text)
+    except ValueError:
+        return None
 
 
 def _flag_value(argv: list[str], flag: str) -> str | None:

@@ -41,7 +41,7 @@ _WANTED_LINE = re.compile(
 _KIND_BY_PREFIX = {p.rstrip(":"): k for k, p in ENGINE_PREFIXES.items()}
 _ENGINE_PREFIX = re.compile(r"^(%s)[:_]" % "|".join(map(re.escape, _KIND_BY_PREFIX)), re.MULTILINE)
 _SGLANG_ROLE = re.compile(r'^sglang[:_][^\s{]*\{[^}\n]*\b%s="([a-z]+)"' % SGLANG_ROLE_LABEL, re.MULTILINE)
-_ROLE_BY_LABEL = {"unified": Role.NULL, "null": Role.NULL, "prefill": Role.PREFILL, "decode": Role.DECODE}
+_ROLE_BY_LABEL = {"unified": Role.UNIFIED, "null": Role.UNIFIED, "prefill": Role.PREFILL, "decode": Role.DECODE}
 
 
 class ExpositionError(ValueError):

@@ -13,6 +13,7 @@ import io
 import socket
 import time
 from dataclasses import dataclass
+from typing import Any, cast
 
 from hook import __version__
 from hook.outcome import ReadOutcome
@@ -53,7 +54,7 @@ class _DeadlineRaw(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer) -> int:
+    def readinto(self, buffer: Any) -> int:
         remaining_s = self._deadline_at - time.monotonic()
         if remaining_s <= 0:
             raise TimeoutError("read deadline passed")
@@ -68,11 +69,11 @@ class _DeadlineSocket:
         self._sock = sock
         self._deadline_at = deadline_at
 
-    def makefile(self, mode: str, *args, **kwargs):
+    def makefile(self, mode: str, *args: object, **kwargs: object) -> io.BufferedReader:
         return io.BufferedReader(_DeadlineRaw(self._sock, self._deadline_at), _RECV_CHUNK)
 
 
-def fetch(target: Target, timeout_s: float, max_body_bytes: int) -> Response:
+def fetch(target: Target, *, timeout_s: float, max_body_bytes: int) -> Response:
     """GET target; return a 2xx response's body or raise FetchError with its outcome."""
     deadline_at = time.monotonic() + timeout_s
     sock = _connect(target, timeout_s)
@@ -140,7 +141,8 @@ def _send(sock: socket.socket, target: Target, deadline_at: float) -> None:
 
 
 def _receive(sock: socket.socket, deadline_at: float, max_body_bytes: int) -> Response:
-    response = http.client.HTTPResponse(_DeadlineSocket(sock, deadline_at), method="GET")
+    # HTTPResponse only calls makefile("rb") on what it is given, which _DeadlineSocket provides.
+    response = http.client.HTTPResponse(cast(socket.socket, _DeadlineSocket(sock, deadline_at)), method="GET")
     try:
         response.begin()
         if response.status >= 300:

@@ -17,9 +17,13 @@ class EngineKind(enum.Enum):
 
 
 class Role(enum.Enum):
-    """SGLang's --disaggregation-mode; vLLM and a unified SGLang server are NULL."""
+    """What part of the serving a server does: SGLang's --disaggregation-mode.
 
-    NULL = "null"
+    vLLM and an SGLang server without disaggregation are UNIFIED (SGLang's flag calls it
+    "null", its metrics' engine_type label "unified"; everything here says "unified").
+    """
+
+    UNIFIED = "unified"
     PREFILL = "prefill"
     DECODE = "decode"
 
@@ -67,8 +71,8 @@ SGLANG_DECODE_GAUGES = SGLANG_GAUGES + _gauges(
 )
 
 GAUGE_SETS: dict[tuple[EngineKind, Role], GaugeSet] = {
-    (EngineKind.VLLM, Role.NULL): GaugeSet(EngineKind.VLLM, Role.NULL, VLLM_GAUGES),
-    (EngineKind.SGLANG, Role.NULL): GaugeSet(EngineKind.SGLANG, Role.NULL, SGLANG_GAUGES),
+    (EngineKind.VLLM, Role.UNIFIED): GaugeSet(EngineKind.VLLM, Role.UNIFIED, VLLM_GAUGES),
+    (EngineKind.SGLANG, Role.UNIFIED): GaugeSet(EngineKind.SGLANG, Role.UNIFIED, SGLANG_GAUGES),
     (EngineKind.SGLANG, Role.PREFILL): GaugeSet(EngineKind.SGLANG, Role.PREFILL, SGLANG_PREFILL_GAUGES),
     (EngineKind.SGLANG, Role.DECODE): GaugeSet(EngineKind.SGLANG, Role.DECODE, SGLANG_DECODE_GAUGES),
 }
@@ -99,8 +103,8 @@ DEFAULT_PORTS: dict[EngineKind, int] = {EngineKind.VLLM: 8000, EngineKind.SGLANG
 DEFAULT_METRICS_PATH = "/metrics"
 
 
-def gauge_set(kind: EngineKind, role: Role = Role.NULL) -> GaugeSet:
+def gauge_set(kind: EngineKind, role: Role = Role.UNIFIED) -> GaugeSet:
     """The envelope for an engine and role. vLLM has no disaggregation role of its own here."""
     if kind is EngineKind.VLLM:
-        role = Role.NULL
+        role = Role.UNIFIED
     return GAUGE_SETS[(kind, role)]

@@ -11,15 +11,16 @@ made for the bundle to unpack into (TMPDIR=DIR/tmp), so a read-only root filesys
 
 from __future__ import annotations
 
-import argparse
 import errno
 import hashlib
 import json
 import os
 import sys
+from dataclasses import asdict, dataclass
 
-from hook.cli import EXIT_USAGE
-from hook.clock import STATICX_PROG_PATH_ENV
+from hook.bundle import executable_path
+from hook.exitcodes import ExitCode
+from hook.flags import Parser
 
 EXECUTABLE_NAME = "prestop"
 EXECUTABLE_MODE = 0o755  # the engine container may run as any user: all may execute
@@ -35,17 +36,17 @@ class InstallError(Exception):
     """Something that stops the install, already worded for the person reading the log."""
 
 
-def bundled_executable() -> str | None:
-    """The file kubelet exec'd for this process: the static bundle, or PyInstaller's onefile."""
-    if not getattr(sys, "frozen", False):
-        return None
-    # Under staticx, sys.executable is the unpacked inner program, which only runs from its
-    # temporary directory; the file to copy is the static wrapper staticx names here.
-    return os.environ.get(STATICX_PROG_PATH_ENV) or sys.executable
+@dataclass(frozen=True)
+class InstallReport:
+    path: str
+    bytes: int
+    sha256: str
+    changed: bool  # False: an identical file was already there
+    tmpdir: str
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def _parser() -> Parser:
+    parser = Parser(
         prog="prestop install",
         description=f"Copy this executable to DIR/{EXECUTABLE_NAME} (mode 0755, atomically; an identical "
         f"file is left alone) and make DIR/{TMP_SUBDIR} for it to unpack into. For an init "
@@ -58,21 +59,21 @@ def _parser() -> argparse.ArgumentParser:
 
 def install(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
-    source = bundled_executable()
+    source = executable_path()
     if source is None:
         print("prestop install: this prestop runs from the Python package; only the bundled "
               "executable (dist/prestop, built by `make bundle`) can install itself", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     try:
         report = install_executable(source, args.dir)
     except InstallError as exc:
         print(f"prestop install: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    print(json.dumps({"event": "installed", **report}), flush=True)
-    return 0
+        return ExitCode.USAGE
+    print(json.dumps({"event": "installed", **asdict(report)}), flush=True)
+    return ExitCode.OK
 
 
-def install_executable(source: str, directory: str) -> dict:
+def install_executable(source: str, directory: str) -> InstallReport:
     """Copy `source` to directory/prestop and make directory/tmp; raises InstallError."""
     _check_directory(directory)
     try:
@@ -87,13 +88,8 @@ def install_executable(source: str, directory: str) -> dict:
     else:
         _chmod(target, EXECUTABLE_MODE, directory)
     tmp_dir = _make_tmp_dir(directory)
-    return {
-        "path": target,
-        "bytes": len(content),
-        "sha256": hashlib.sha256(content).hexdigest(),
-        "changed": changed,
-        "tmpdir": tmp_dir,
-    }
+    return InstallReport(path=target, bytes=len(content), sha256=hashlib.sha256(content).hexdigest(),
+                         changed=changed, tmpdir=tmp_dir)
 
 
 def _check_directory(directory: str) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 from hook.gauges import EngineKind, Role
 
@@ -75,15 +76,30 @@ class Read:
         return self.outcome in (ReadOutcome.IDLE, ReadOutcome.BUSY)
 
 
-def read_summary(read: Read) -> dict:
-    """The read as plain JSON-ready fields, as `prestop check` prints them.
+class ReadFields(TypedDict):
+    """A read as JSON: the one rendering `prestop check`, the drain's log and the sidecar share."""
 
-    (The sidecar renders the same Read in its own versioned layout: sidecar/envelope.py.)
-    """
+    outcome: str
+    verdict: str
+    complete: bool
+    idle: bool
+    in_flight: float | None
+    gauges: dict[str, float]
+    missing: list[str]
+    engine: str | None
+    role: str | None
+    detail: str
+    http_status: int | None
+    body_bytes: int
+    duration_ms: float
+
+
+def read_fields(read: Read) -> ReadFields:
     return {
         "outcome": read.outcome.value,
         "verdict": read.outcome.verdict,
         "complete": read.complete,
+        "idle": read.outcome.is_idle,
         "in_flight": read.in_flight,
         "gauges": dict(read.gauges),
         "missing": list(read.missing),
@@ -92,7 +108,5 @@ def read_summary(read: Read) -> dict:
         "detail": read.detail,
         "http_status": read.http_status,
         "body_bytes": read.body_bytes,
-        "duration_ms": round(read.duration_s * 1000, 1),
-        "process_start_time": read.process_start_time,
-        "restart_counters": dict(read.restart_counters),
+        "duration_ms": round(read.duration_s * 1000, 3),
     }

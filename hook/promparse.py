@@ -12,9 +12,13 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from typing import TYPE_CHECKING, Callable, Iterable
+
+if TYPE_CHECKING:
+    from prometheus_client.metrics_core import Metric
 
 
-def _load():
+def _load() -> tuple[Callable[[str], Iterable[Metric]], Callable[[str], Iterable[Metric]]]:
     if "prometheus_client" in sys.modules:  # already imported in full: nothing to save
         from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics
         from prometheus_client.parser import text_string_to_metric_families as text

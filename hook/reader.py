@@ -7,6 +7,7 @@ classification of the same gauges.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from hook import exposition
 from hook.engine import EngineHint
@@ -16,40 +17,40 @@ from hook.outcome import Read, ReadOutcome
 from hook.target import Target
 
 
-def read_work(target: Target, hint: EngineHint, timeout_s: float, max_body_bytes: int) -> Read:
+def read_work(target: Target, hint: EngineHint, *, timeout_s: float, max_body_bytes: int) -> Read:
     """Read the engine once, bounded by timeout_s, and classify what came back."""
     started_at = time.monotonic()
+    # What is known before the body says more: the hint's engine and role.
+    base = Read(ReadOutcome.INCOMPLETE, started_at, 0.0, kind=hint.kind, role=hint.role)
 
-    def done(outcome: ReadOutcome, detail: str, **fields) -> Read:
-        return Read(outcome, started_at, time.monotonic() - started_at, detail, **fields)
+    def done(read: Read, outcome: ReadOutcome, detail: str) -> Read:
+        return replace(read, outcome=outcome, detail=detail, duration_s=time.monotonic() - started_at)
 
     try:
-        response = fetch(target, timeout_s, max_body_bytes)
+        response = fetch(target, timeout_s=timeout_s, max_body_bytes=max_body_bytes)
     except FetchError as exc:
-        return done(exc.outcome, exc.detail, http_status=exc.status, kind=hint.kind, role=hint.role)
-    size = len(response.body)
+        return done(replace(base, http_status=exc.status), exc.outcome, exc.detail)
+    fetched = replace(base, http_status=response.status, body_bytes=len(response.body))
     try:
         parsed = exposition.parse(response.body, response.content_type)
     except exposition.ExpositionError as exc:
-        return done(ReadOutcome.UNPARSEABLE, str(exc), http_status=response.status, body_bytes=size,
-                    kind=hint.kind, role=hint.role)
+        return done(fetched, ReadOutcome.UNPARSEABLE, str(exc))
 
     kind = hint.kind or parsed.kind
-    role = hint.role or parsed.sglang_role or Role.NULL
-    common = dict(http_status=response.status, body_bytes=size, kind=kind,
-                  process_start_time=parsed.process_start_time, restart_counters=parsed.restart_counters)
+    parsed_read = replace(fetched, kind=kind, process_start_time=parsed.process_start_time,
+                          restart_counters=parsed.restart_counters)
     if kind is None:
-        return done(ReadOutcome.INCOMPLETE, "no vllm: or sglang: metrics: engine unknown", **common)
-    envelope = gauge_set(kind, role)
+        return done(parsed_read, ReadOutcome.INCOMPLETE, "no vllm: or sglang: metrics: engine unknown")
+    envelope = gauge_set(kind, hint.role or parsed.sglang_role or Role.UNIFIED)
     measured = exposition.measure(parsed, envelope)
-    common.update(role=envelope.role, gauges=measured.gauges, missing=measured.missing)
+    measured_read = replace(parsed_read, role=envelope.role, gauges=measured.gauges, missing=measured.missing)
     if measured.invalid:
-        return done(ReadOutcome.INVALID_VALUE,
-                    "negative, NaN or infinite value in " + ", ".join(measured.invalid), **common)
+        return done(measured_read, ReadOutcome.INVALID_VALUE,
+                    "negative, NaN or infinite value in " + ", ".join(measured.invalid))
     in_flight = measured.in_flight
+    measured_read = replace(measured_read, in_flight=in_flight)
     if measured.missing:
-        return done(ReadOutcome.INCOMPLETE, "missing " + ", ".join(measured.missing),
-                    in_flight=in_flight, **common)
+        return done(measured_read, ReadOutcome.INCOMPLETE, "missing " + ", ".join(measured.missing))
     if in_flight == 0:
-        return done(ReadOutcome.IDLE, "every work gauge reads zero", in_flight=in_flight, **common)
-    return done(ReadOutcome.BUSY, f"{in_flight:g} in flight", in_flight=in_flight, **common)
+        return done(measured_read, ReadOutcome.IDLE, "every work gauge reads zero")
+    return done(measured_read, ReadOutcome.BUSY, f"{in_flight:g} in flight")

@@ -9,17 +9,17 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, Mapping
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from hook.events import EventLog
 from sidecar import errors
 from sidecar.auth import TokenFile
 from sidecar.coalescer import Coalescer
 from sidecar.constants import MAX_REQUEST_BODY_BYTES
 from sidecar.envelope import Identity, work_envelope
-from sidecar.events import EventLog
 from sidecar.lifecycle import Lifecycle
 from sidecar.metrics import SidecarMetrics
 from sidecar.sampler import Sample
@@ -34,8 +34,6 @@ API_PREFIX = "/v1/"
 OTHER_ROUTE = "other"  # the metrics label of every path we do not serve
 MALFORMED_ROUTE = "malformed"  # requests that failed to parse (oversized line or headers)
 REJECTED_ROUTE = "rejected"  # connections over the cap
-
-APP_SERVICE = web.AppKey("service", "Service")
 
 
 @dataclass(frozen=True)
@@ -52,6 +50,9 @@ class Service:
     log: EventLog
 
 
+APP_SERVICE = web.AppKey("service", Service)
+
+
 class ApiError(Exception):
     def __init__(self, status: int, code: str, message: str, headers: dict[str, str] | None = None):
         super().__init__(message)
@@ -66,7 +67,7 @@ def error_response(status: int, code: str, message: str, headers: dict[str, str]
                         headers=headers)
 
 
-def _json(body: dict, status: int = 200) -> web.Response:
+def _json(body: Mapping[str, object], status: int = 200) -> web.Response:
     return web.Response(status=status, text=json.dumps(body, separators=(",", ":")),
                         content_type="application/json", headers={"Cache-Control": "no-store"})
 
@@ -92,7 +93,7 @@ async def _errors_and_metrics(request: web.Request, handler: Handler) -> web.Str
         message = f"{request.method} {request.path}: {exc.reason}"
         response = error_response(exc.status, errors.code_for_status(exc.status), message, headers)
     except Exception as exc:  # a bug: answer 500 and log it, never drop the connection silently
-        service.log.emit("handler_failed", level="error", route=route, error=repr(exc))
+        service.log.error("handler_failed", route=route, error=repr(exc))
         response = error_response(500, errors.INTERNAL_ERROR, f"internal error: {type(exc).__name__}")
     service.metrics.observe_request(route, response.status)
     return response

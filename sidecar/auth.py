@@ -58,7 +58,7 @@ def read_token(path: str) -> bytes:
 class TokenFile:
     """The current token of a file, re-read when the file changes."""
 
-    def __init__(self, path: str, on_change: Callable[[str], None] = lambda message: None):
+    def __init__(self, path: str, on_change: Callable[[str], object] = lambda message: None):
         self._path = path
         self._on_change = on_change
         self._stamp: _Stamp | None = None
@@ -66,10 +66,6 @@ class TokenFile:
         self._problem = ""
         read_token(path)  # at start, a bad file is a usage error, not a silent lock-out
         self._refresh()
-
-    @property
-    def path(self) -> str:
-        return self._path
 
     def check(self, authorization: str | None) -> Verdict:
         """Whether an Authorization header value carries the current token (constant-time compare)."""

@@ -13,28 +13,27 @@ import sys
 import time
 import uuid
 from importlib import resources
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import disable_created_metrics
 
 from hook import __version__
+from hook.events import EventLog
+from hook.exitcodes import ExitCode
 from sidecar import constants
 from sidecar.app import MALFORMED_ROUTE, REJECTED_ROUTE, Service, make_app
 from sidecar.auth import TokenFile
 from sidecar.coalescer import Coalescer
 from sidecar.config import SidecarConfig, build_parser, resolve_config
 from sidecar.envelope import Identity
-from sidecar.events import EventLog, route_library_logs
+from sidecar.library_logs import route_library_logs
 from sidecar.lifecycle import Lifecycle
 from sidecar.metrics import SidecarMetrics
-from sidecar.sampler import EngineSampler
+from sidecar.sampler import EngineSampler, Sample
 from sidecar.site import LimitedTCPSite
 
 OPENAPI_RESOURCE = "openapi.json"
-
-EXIT_OK = 0  # stopped after SIGTERM (engine gone or linger bound) or SIGINT
-EXIT_LISTEN_FAILED = 1  # could not bind --listen
-# 2: usage error (argparse)
 
 
 def load_openapi() -> bytes:
@@ -44,7 +43,7 @@ def load_openapi() -> bytes:
 async def serve(config: SidecarConfig, log: EventLog) -> int:
     metrics = SidecarMetrics()
     sampler = EngineSampler(config.read, metrics)
-    coalescer: Coalescer = Coalescer(sampler.sample, constants.MIN_READ_INTERVAL_S)
+    coalescer: Coalescer[Sample] = Coalescer(sampler.sample, constants.MIN_READ_INTERVAL_S)
     lifecycle = Lifecycle(coalescer, config.linger_max_s, constants.LINGER_POLL_INTERVAL_S, log)
     tokens = None
     if config.token_file:
@@ -70,7 +69,7 @@ async def serve(config: SidecarConfig, log: EventLog) -> int:
         log=log,
     )
     # Used by the site's per-connection handlers (the runner's own factory is bypassed).
-    handler_kwargs = dict(
+    handler_kwargs: dict[str, Any] = dict(
         access_log=None,  # a controller polling every second would drown the log
         keepalive_timeout=constants.KEEPALIVE_TIMEOUT_S,
         max_line_size=constants.MAX_REQUEST_LINE_BYTES,
@@ -91,9 +90,9 @@ async def serve(config: SidecarConfig, log: EventLog) -> int:
         try:
             await site.start()
         except OSError as exc:  # the address is taken or not ours: say so plainly, no traceback
-            log.emit("listen_failed", level="error", listen=f"{config.listen_host}:{config.listen_port}",
+            log.error("listen_failed", listen=f"{config.listen_host}:{config.listen_port}",
                      error=str(exc))
-            return EXIT_LISTEN_FAILED
+            return ExitCode.LISTEN_FAILED
         addresses = site.addresses
         log.emit("listening", addresses=[f"{h}:{p}" for h, p in addresses], target=identity.target_url,
                  target_source=config.read.target.source,
@@ -112,13 +111,13 @@ async def serve(config: SidecarConfig, log: EventLog) -> int:
         await coalescer.close()
         sampler.close()
     log.emit("stopped", reason=reason.value)
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def _log_loop_error(log: EventLog, context: dict) -> None:
     """An error nothing awaited (a callback, a transport): one JSON line, like every other."""
     exc = context.get("exception")
-    log.emit("loop_error", level="error", message=context.get("message", ""),
+    log.error("loop_error", message=context.get("message", ""),
              error=repr(exc) if exc else None)
 
 
@@ -134,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     config = resolve_config(args, parser)
-    log = EventLog()
+    log = EventLog("drain-sidecar")
     route_library_logs(log)
     disable_created_metrics()  # the *_created series only double the size of /metrics
     for warning in config.read.warnings:

@@ -8,13 +8,13 @@ A bad flag is a usage error: a clear message and exit 2, never a traceback.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 from dataclasses import dataclass
 from typing import Mapping
 
 from hook import __version__
 from hook.config import ReadConfig, add_target_flags, resolve_read_config
+from hook.flags import Parser, arg, parse_listen, seconds_arg, whole_number_arg
 from sidecar import constants
 from sidecar.auth import TokenFileError, read_token
 from sidecar.member import Member, resolve_member
@@ -29,7 +29,7 @@ signals: SIGTERM keeps serving until the engine's listener refuses a connection 
   sidecar: at once; a classic container: when the engine has drained) or --linger-max passes,
   then exits 0. SIGINT exits 0 at once.
 
-exit codes: 0 stopped by a signal; 1 cannot listen on --listen; 2 usage error.
+exit codes: 0 stopped by a signal; 2 usage error; 3 cannot listen on --listen.
 """
 
 
@@ -46,45 +46,8 @@ class SidecarConfig:
     ready_file: str | None
 
 
-def parse_listen(text: str) -> tuple[str, int]:
-    """HOST:PORT, [IPv6]:PORT or :PORT (every address); raises ValueError."""
-    host, sep, port_text = text.rpartition(":")
-    if not sep:
-        raise ValueError(f"--listen must be HOST:PORT or :PORT, got {text!r}")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    if any(c.isspace() for c in host) or "[" in host or "]" in host:
-        raise ValueError(f"--listen has a malformed host in {text!r}")
-    if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
-        raise ValueError(f"--listen port must be a number from 0 to 65535, got {port_text!r}")
-    return host, int(port_text)
-
-
-def _listen(text: str) -> tuple[str, int]:
-    try:
-        return parse_listen(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
-    return int(text)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def build_parser() -> Parser:
+    parser = Parser(
         prog="drain-sidecar",
         description="Serve one fresh read of this Pod's engine work gauges to the operator's controller,\n"
         "by Pod IP: GET /v1/work (OpenAPI at /v1/openapi.json), /healthz, /readyz, /metrics.",
@@ -92,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"drain-sidecar {__version__}")
-    parser.add_argument("--listen", type=_listen,
+    parser.add_argument("--listen", type=arg(parse_listen),
                         default=(constants.DEFAULT_LISTEN_HOST, constants.DEFAULT_LISTEN_PORT),
                         metavar="HOST:PORT",
                         help=f"where to serve (default :{constants.DEFAULT_LISTEN_PORT}, every address)")
@@ -104,11 +67,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"this member's index in its group (default ${constants.LWS_WORKER_INDEX_ENV})")
     parser.add_argument("--group-size", metavar="N",
                         help=f"members in the replica (default ${constants.LWS_GROUP_SIZE_ENV}, else 1)")
-    parser.add_argument("--linger-max", type=_seconds, default=constants.DEFAULT_LINGER_MAX_S, metavar="SECONDS",
+    parser.add_argument("--linger-max", type=seconds_arg("--linger-max"), default=constants.DEFAULT_LINGER_MAX_S, metavar="SECONDS",
                         help="after SIGTERM, keep serving until the engine refuses connections or this long "
                         f"passes; set it to the Pod's terminationGracePeriodSeconds "
                         f"(default {constants.DEFAULT_LINGER_MAX_S:g})")
-    parser.add_argument("--max-connections", type=_positive_int, default=constants.MAX_CONNECTIONS, metavar="N",
+    parser.add_argument("--max-connections", type=whole_number_arg("--max-connections", minimum=1), default=constants.MAX_CONNECTIONS, metavar="N",
                         help=f"concurrent client connections; more get a 503 (default {constants.MAX_CONNECTIONS})")
     parser.add_argument("--ready-file", metavar="FILE",
                         help="once listening, write HOST:PORT here (for scripts and tests; port 0 resolved)")

@@ -6,10 +6,11 @@ hook.outcome, so the controller sees the same outcome classes as the hook's log.
 
 from __future__ import annotations
 
-import datetime
 from dataclasses import dataclass
+from typing import TypedDict
 
-from hook.outcome import ReadOutcome
+from hook.events import utc_timestamp
+from hook.outcome import ReadFields, read_fields
 from sidecar.constants import SCHEMA_VERSION
 from sidecar.member import Member
 from sidecar.sampler import Sample
@@ -27,19 +28,50 @@ class Identity:
     target_url: str
 
 
-def iso_utc(unix_s: float) -> str:
-    stamp = datetime.datetime.fromtimestamp(unix_s, datetime.timezone.utc)
-    return stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+class SidecarFields(TypedDict):
+    instance: str
+    version: str
+    started_at: str
+    terminating: bool
 
 
-def work_envelope(identity: Identity, sample: Sample, terminating: bool) -> dict:
+class MemberFields(TypedDict):
+    worker_index: int
+    group_size: int
+    speaks_for_replica: bool
+
+
+class EngineFields(TypedDict):
+    target: str
+    process_start_time: float | None
+    incarnation: int
+    incarnation_evidence: str | None
+    incarnation_changed_at_seq: int | None
+
+
+class SampleFields(ReadFields):
+    seq: int
+    started_at: str
+
+
+class WorkEnvelope(TypedDict):
+    schema: str
+    sidecar: SidecarFields
+    pod: str | None
+    member: MemberFields
+    engine: EngineFields
+    read: SampleFields
+
+
+def work_envelope(identity: Identity, sample: Sample, terminating: bool) -> WorkEnvelope:
     read = sample.read
+    incarnation = sample.incarnation
     return {
         "schema": SCHEMA_VERSION,
         "sidecar": {
             "instance": identity.instance,
             "version": identity.version,
-            "started_at": iso_utc(identity.started_at_unix),
+            "started_at": utc_timestamp(identity.started_at_unix),
             "terminating": terminating,
         },
         "pod": identity.pod,
@@ -49,28 +81,11 @@ def work_envelope(identity: Identity, sample: Sample, terminating: bool) -> dict
             "speaks_for_replica": identity.member.speaks_for_replica,
         },
         "engine": {
-            "kind": read.kind.value if read.kind else None,
-            "role": read.role.value if read.role else None,
             "target": identity.target_url,
             "process_start_time": read.process_start_time,
-            "incarnation": sample.incarnation.value,
-            "incarnation_evidence": (sample.incarnation.evidence.value
-                                     if sample.incarnation.evidence else None),
-            "incarnation_changed_at_seq": sample.incarnation.changed_at_seq,
+            "incarnation": incarnation.value,
+            "incarnation_evidence": incarnation.evidence.value if incarnation.evidence else None,
+            "incarnation_changed_at_seq": incarnation.changed_at_seq,
         },
-        "read": {
-            "seq": sample.seq,
-            "started_at": iso_utc(sample.started_at_unix),
-            "duration_ms": round(read.duration_s * 1000, 3),
-            "outcome": read.outcome.value,
-            "verdict": read.outcome.verdict,
-            "detail": read.detail,
-            "http_status": read.http_status,
-            "body_bytes": read.body_bytes,
-        },
-        "gauges": dict(read.gauges),
-        "missing": list(read.missing),
-        "complete": read.complete,
-        "in_flight": read.in_flight,
-        "idle": read.outcome is ReadOutcome.IDLE,
+        "read": {"seq": sample.seq, "started_at": utc_timestamp(sample.started_at_unix), **read_fields(read)},
     }

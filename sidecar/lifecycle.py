@@ -13,9 +13,9 @@ import asyncio
 import enum
 import time
 
+from hook.events import EventLog
 from hook.outcome import ReadOutcome
 from sidecar.coalescer import Coalescer
-from sidecar.events import EventLog
 from sidecar.sampler import Sample
 
 
@@ -68,7 +68,7 @@ class Lifecycle:
             except TimeoutError:
                 break
             except Exception as exc:  # a bug in the read path: say so, keep the bound
-                self._log.emit("linger_read_failed", level="error", error=repr(exc))
+                self._log.error("linger_read_failed", error=repr(exc))
             else:
                 reads += 1
                 if sample.read.outcome is ReadOutcome.REFUSED:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
+from hook.flags import parse_whole_number
 from sidecar.constants import LWS_GROUP_SIZE_ENV, LWS_WORKER_INDEX_ENV
 
 
@@ -24,13 +25,6 @@ class Member:
         return self.group_size == 1 or self.worker_index == 0
 
 
-def _count(text: str, what: str, minimum: int) -> int:
-    value = text.strip()
-    if not value.isdigit() or int(value) < minimum:
-        raise ValueError(f"{what} must be a whole number >= {minimum}, got {text!r}")
-    return int(value)
-
-
 def resolve_member(worker_index: str | None, group_size: str | None, env: Mapping[str, str]) -> Member:
     """From flags, else the LWS environment, else a single-Pod replica; raises ValueError."""
     flag = worker_index is not None or group_size is not None
@@ -43,13 +37,13 @@ def resolve_member(worker_index: str | None, group_size: str | None, env: Mappin
     size_name = "--group-size" if group_size is not None else LWS_GROUP_SIZE_ENV
     if size_text is None:
         raise ValueError(f"{index_name} is set but the group size is not (--group-size or {LWS_GROUP_SIZE_ENV})")
-    size = _count(size_text, size_name, 1)
+    size = parse_whole_number(size_text, what=size_name, minimum=1)
     if index_text is None:
         if size != 1:
             raise ValueError(f"{size_name}={size} but the worker index is not set "
                              f"(--worker-index or {LWS_WORKER_INDEX_ENV})")
         index_text = "0"
-    index = _count(index_text, index_name, 0)
+    index = parse_whole_number(index_text, what=index_name, minimum=0)
     if index >= size:
         raise ValueError(f"worker index {index} is not below group size {size}")
     return Member(index, size, source)

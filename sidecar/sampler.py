@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import time
 from dataclasses import dataclass
 
@@ -34,15 +35,12 @@ class EngineSampler:
         self._tracker = IncarnationTracker()
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine-read")
 
-    @property
-    def incarnation(self) -> Incarnation:
-        return self._tracker.current
-
     async def sample(self, seq: int) -> Sample:
         started_at_unix = time.time()
         c = self._config
         read = await asyncio.get_running_loop().run_in_executor(
-            self._pool, read_work, c.target, c.hint, c.read_timeout_s, c.max_body_bytes)
+            self._pool, functools.partial(read_work, c.target, c.hint, timeout_s=c.read_timeout_s,
+                                          max_body_bytes=c.max_body_bytes))
         observation = Observation(
             answered=read.outcome is not ReadOutcome.REFUSED,
             process_start_time=read.process_start_time,

@@ -88,6 +88,7 @@ class LimitedTCPSite(web.BaseSite):
         self._handler_kwargs = handler_kwargs
         self._on_reject = on_reject
         self._on_error = on_error
+        self._listener: asyncio.Server | None = None  # also BaseSite's _server, which stop() closes
 
     @property
     def name(self) -> str:
@@ -96,8 +97,8 @@ class LimitedTCPSite(web.BaseSite):
     @property
     def addresses(self) -> list[tuple[str, int]]:
         """Where it listens, after start (port 0 resolved)."""
-        assert self._server is not None
-        return [s.getsockname()[:2] for s in self._server.sockets]
+        assert self._listener is not None
+        return [s.getsockname()[:2] for s in self._listener.sockets]
 
     async def start(self) -> None:
         await super().start()
@@ -111,6 +112,7 @@ class LimitedTCPSite(web.BaseSite):
                 return _Overloaded(self._on_reject)
             return JsonErrorRequestHandler(server, loop=loop, on_error=self._on_error, **self._handler_kwargs)
 
-        self._server = await loop.create_server(
+        self._listener = await loop.create_server(
             protocol, self._host, self._port, backlog=self._backlog, reuse_address=True, family=socket.AF_UNSPEC,
         )
+        self._server = self._listener

@@ -18,23 +18,29 @@ from .prestop_run import FAST, PRESTOP, run_prestop, start_prestop
 
 @pytest.mark.parametrize("args, message", [
     (["--grace", "abc"], "--grace must be a number of seconds, got 'abc'"),
-    (["--grace", "0"], "--grace must be a finite number > 0"),
-    (["--grace", "-5"], "--grace must be a finite number > 0"),
-    (["--grace", "nan"], "--grace must be a finite number > 0"),
-    (["--port", "70000"], "port must be from 1 to 65535"),
-    (["--port", "http"], "port must be a number"),
+    (["--grace", "0"], "--grace must be a number of seconds > 0"),
+    (["--grace", "-5"], "--grace must be a number of seconds > 0"),
+    (["--grace", "nan"], "--grace must be a number of seconds > 0"),
+    (["--port", "70000"], "--port must be a whole number >= 1 and <= 65535"),
+    (["--port", "http"], "--port must be a whole number >= 1 and <= 65535"),
     (["--path", "metrics"], "path must start with '/'"),
     (["--scheme", "ftp"], "scheme must be http or https"),
     (["--engine", "tgi"], "engine must be vllm or sglang"),
-    (["--disaggregation-mode", "both"], "disaggregation mode must be null, prefill or decode"),
-    (["--interval", "0"], "--interval must be a finite number > 0"),
-    (["--max-body-bytes", "lots"], "whole number of bytes"),
+    (["--disaggregation-mode", "both"], "disaggregation mode must be null (unified), prefill or decode"),
+    (["--interval", "0"], "--interval must be a number of seconds > 0"),
+    (["--max-body-bytes", "lots"], "--max-body-bytes must be a whole number >= 1"),
     (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+    # Values that pass a loose check and then overflow or fail to convert.
+    (["--route-wait", "1e10"], "--route-wait must be a number of seconds >= 0 and <= 1000000"),
+    (["--port", "\u00b2"], "--port must be a whole number >= 1 and <= 65535"),
+    (["--path", "/m\u00e9trics"], "--path must be printable ASCII"),
 ])
 def test_flag_errors_are_clear_usage_errors(args, message):
     proc = subprocess.run([PRESTOP, *args], capture_output=True, text=True, timeout=10)
     assert proc.returncode == 2
     assert message in proc.stderr
+    # One line: what is wrong, and where the flags are explained.
+    assert proc.stderr.count("\n") == 1 and "(see prestop --help)" in proc.stderr
     assert "Traceback" not in proc.stderr and proc.stdout == ""
 
 

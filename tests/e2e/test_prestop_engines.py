@@ -28,7 +28,7 @@ def test_sglang_roles_drain_idle_with_the_role_read_from_the_exposition(role, fl
     with EngineProcess("--kind", "sglang", "--role", role, *flags) as engine:
         run = run_prestop(*FAST, "--port", str(engine.port))
     assert run.code == 0, run.stderr
-    expected_role = "null" if role == "unified" else role
+    expected_role = role
     assert states(run) == [("idle", "sglang", expected_role)]
 
 

@@ -59,7 +59,7 @@ def test_tls(tmp_path):
     (["--kind", "vllm", "--role", "decode"], "SGLang's"),
     (["--port", "70000"], "port must be"),
     (["--tls-cert", "/nonexistent"], "go together"),
-    (["--body-kb", "0"], "at least 1"),
+    (["--body-kb", "0"], "--body-kb must be a whole number >= 1"),
     (["--misbehave", "explode"], "--misbehave"),
     (["--shutdown-timeout", "soon"], "seconds"),
 ])

@@ -7,7 +7,8 @@ T0 = 1000.0
 
 
 def plan(grace_s=30.0, route_wait_s=5.0, exit_reserve_s=5.0, interval_s=1.0, read_timeout_s=2.0):
-    return DrainPlan.build(T0, grace_s, route_wait_s, exit_reserve_s, interval_s, read_timeout_s)
+    return DrainPlan.build(started_at=T0, grace_s=grace_s, route_wait_s=route_wait_s, exit_reserve_s=exit_reserve_s,
+                           interval_s=interval_s, read_timeout_s=read_timeout_s)
 
 
 def read(outcome, at, in_flight=None, detail="d"):

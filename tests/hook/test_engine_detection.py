@@ -10,7 +10,7 @@ from hook.gauges import EngineKind, Role
     (["/usr/bin/python3", "/usr/local/bin/vllm", "serve", "m", "--port", "9000"], EngineKind.VLLM, None, 9000),
     (["vllm", "serve", "m"], EngineKind.VLLM, None, None),
     (["python3", "-m", "vllm.entrypoints.openai.api_server", "--port=8100"], EngineKind.VLLM, None, 8100),
-    (["python3", "-m", "sglang.launch_server", "--model-path", "m"], EngineKind.SGLANG, Role.NULL, None),
+    (["python3", "-m", "sglang.launch_server", "--model-path", "m"], EngineKind.SGLANG, Role.UNIFIED, None),
     (["python3", "-m", "sglang.launch_server", "--disaggregation-mode", "decode", "--port", "30001"],
      EngineKind.SGLANG, Role.DECODE, 30001),
     (["sglang", "serve", "--disaggregation-mode=prefill"], EngineKind.SGLANG, Role.PREFILL, None),
@@ -56,6 +56,6 @@ def test_proc_scan_with_disagreeing_engines_knows_nothing(tmp_path):
 
 def test_flags_win_over_cmdline():
     flag = EngineHint(kind=EngineKind.SGLANG, role=Role.PREFILL, source="flag")
-    proc = EngineHint(kind=EngineKind.SGLANG, role=Role.NULL, port=31000, source="cmdline")
+    proc = EngineHint(kind=EngineKind.SGLANG, role=Role.UNIFIED, port=31000, source="cmdline")
     merged = flag.merged(proc)
     assert (merged.kind, merged.role, merged.port, merged.source) == (EngineKind.SGLANG, Role.PREFILL, 31000, "flag")

@@ -31,7 +31,7 @@ def test_sglang_fixtures_roles_from_engine_type(fixtures_dir):
     unified = parse(load(fixtures_dir, "sglang-0.5.23-cpu-metrics-busy.txt"))
     prefill = parse(load(fixtures_dir, "sglang-0.5.23-cpu-metrics-prefill-idle.txt"))
     decode = parse(load(fixtures_dir, "sglang-0.5.23-cpu-metrics-decode-idle.txt"))
-    assert (unified.kind, unified.sglang_role) == (EngineKind.SGLANG, Role.NULL)
+    assert (unified.kind, unified.sglang_role) == (EngineKind.SGLANG, Role.UNIFIED)
     assert prefill.sglang_role is Role.PREFILL and decode.sglang_role is Role.DECODE
     assert unified.process_start_time is None  # multiprocess mode
     assert measure(unified, gauge_set(EngineKind.SGLANG)).in_flight == 28
@@ -127,13 +127,13 @@ def test_large_exposition_is_filtered_before_parsing(fixtures_dir):
 
 
 def test_every_gauge_name_is_in_the_filter():
-    for kind, role in [(EngineKind.VLLM, Role.NULL), (EngineKind.SGLANG, Role.NULL),
+    for kind, role in [(EngineKind.VLLM, Role.UNIFIED), (EngineKind.SGLANG, Role.UNIFIED),
                        (EngineKind.SGLANG, Role.PREFILL), (EngineKind.SGLANG, Role.DECODE)]:
         assert gauge_set(kind, role).metric_names <= ALL_WORK_METRIC_NAMES
 
 
 def test_vllm_has_no_disaggregation_role():
-    assert gauge_set(EngineKind.VLLM, Role.DECODE).role is Role.NULL
+    assert gauge_set(EngineKind.VLLM, Role.DECODE).role is Role.UNIFIED
 
 
 def test_the_light_parser_import_leaves_prometheus_client_whole():

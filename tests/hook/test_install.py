@@ -27,7 +27,7 @@ def test_copies_with_mode_0755_and_makes_the_tmp_dir(source, tmp_path):
     assert installed.read_bytes() == source.read_bytes()
     assert stat.S_IMODE(installed.stat().st_mode) == 0o755
     assert stat.S_IMODE((target_dir / "tmp").stat().st_mode) == 0o1777
-    assert report["changed"] is True and report["tmpdir"] == str(target_dir / "tmp")
+    assert report.changed is True and report.tmpdir == str(target_dir / "tmp")
     assert sorted(os.listdir(target_dir)) == ["prestop", "tmp"]  # no temporary file left
 
 
@@ -37,7 +37,7 @@ def test_second_install_changes_nothing(source, tmp_path):
     install.install_executable(str(source), str(target_dir))
     inode = (target_dir / "prestop").stat().st_ino
     report = install.install_executable(str(source), str(target_dir))
-    assert report["changed"] is False
+    assert report.changed is False
     assert (target_dir / "prestop").stat().st_ino == inode
 
 
@@ -47,7 +47,7 @@ def test_a_different_file_is_replaced_by_rename(source, tmp_path):
     (target_dir / "prestop").write_bytes(b"an older build")
     old_inode = (target_dir / "prestop").stat().st_ino
     report = install.install_executable(str(source), str(target_dir))
-    assert report["changed"] is True
+    assert report.changed is True
     assert (target_dir / "prestop").read_bytes() == source.read_bytes()
     assert (target_dir / "prestop").stat().st_ino != old_inode  # a new file, never rewritten in place
 

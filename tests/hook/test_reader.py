@@ -35,7 +35,7 @@ def serve():
 
 
 def read(target, timeout_s=2.0, max_body=1 << 20, hint=NOHINT):
-    return read_work(target, hint, timeout_s, max_body)
+    return read_work(target, hint, timeout_s=timeout_s, max_body_bytes=max_body)
 
 
 def test_idle_and_busy(serve):

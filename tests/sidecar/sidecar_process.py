@@ -63,6 +63,11 @@ class SidecarProcess:
         self.port = int(self._ready.read_text().strip().rsplit(":", 1)[1])
         return self
 
+    @property
+    def pid(self) -> int:
+        assert self.process is not None, "not started"
+        return self.process.pid
+
     def stop(self) -> int | None:
         if self.process is None:
             return None

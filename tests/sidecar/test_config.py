@@ -5,7 +5,9 @@ import sys
 
 import pytest
 
-from sidecar.config import build_parser, parse_listen, resolve_config
+from hook.exitcodes import ExitCode
+from hook.flags import parse_listen
+from sidecar.config import build_parser, resolve_config
 from sidecar.constants import DEFAULT_LISTEN_PORT
 from sidecar.member import Member, resolve_member
 
@@ -98,6 +100,6 @@ def test_a_taken_listen_address_is_a_clear_error():
         result = subprocess.run([sys.executable, "-m", "sidecar", "--listen", f"127.0.0.1:{port}",
                                  "--engine", "vllm", "--port", "8000"],
                                 capture_output=True, text=True, timeout=30)
-    assert result.returncode == 1
+    assert result.returncode == ExitCode.LISTEN_FAILED == 3
     assert '"event":"listen_failed"' in result.stderr
     assert "Traceback" not in result.stderr

@@ -14,7 +14,7 @@ def events_named(sidecar, name):
 
 def test_native_sidecar_gets_sigterm_after_its_engine_exited_and_leaves_at_once():
     with EngineProcess("--kind", "vllm") as engine, SidecarProcess("--port", str(engine.port)) as s:
-        assert s.work()["idle"] is True
+        assert s.work()["read"]["idle"] is True
         kill_now(engine)  # kubelet stops a native sidecar only after the main containers are gone
         sent_at = time.monotonic()
         s.send_signal(signal.SIGTERM)
@@ -30,13 +30,13 @@ def test_classic_container_gets_sigterm_with_its_engine_and_lingers_through_the_
         request = threading.Thread(target=engine.request, args=("POST", "/v1/completions", {"duration_s": 2.0}),
                                    kwargs={"timeout_s": 10})
         request.start()
-        while not s.work()["in_flight"]:
+        while not s.work()["read"]["in_flight"]:
             time.sleep(0.05)
         engine.send_signal(signal.SIGTERM)  # the same moment, as kubelet does for classic containers
         s.send_signal(signal.SIGTERM)
         during = s.work()  # still answering, and still reading the draining engine
         assert during["sidecar"]["terminating"] is True
-        assert during["read"]["outcome"] == "busy" and during["in_flight"] >= 1
+        assert during["read"]["outcome"] == "busy" and during["read"]["in_flight"] >= 1
         assert s.get_json("/readyz") == (200, {"status": "ready", "terminating": True})
         request.join()
         engine_code = engine.wait(10)

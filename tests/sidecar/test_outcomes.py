@@ -36,15 +36,15 @@ def test_misbehaving_engine(sidecar, vllm_engine, mode):
         vllm_engine.misbehave("none")
     assert body["read"]["outcome"] == outcome, body["read"]
     assert body["read"]["verdict"] == verdict
-    assert body["complete"] is False and body["idle"] is False
+    assert body["read"]["complete"] is False and body["read"]["idle"] is False
     if mode == "missing":
-        assert body["missing"] == ["vllm:num_requests_waiting"]
-        assert body["gauges"] == {"vllm:num_requests_running": 0.0}
-        assert body["in_flight"] == 0
+        assert body["read"]["missing"] == ["vllm:num_requests_waiting"]
+        assert body["read"]["gauges"] == {"vllm:num_requests_running": 0.0}
+        assert body["read"]["in_flight"] == 0
     if outcome == "http_error":
         assert body["read"]["http_status"] in (500, 302)
     if outcome in ("timeout", "invalid_value"):
-        assert body["in_flight"] is None
+        assert body["read"]["in_flight"] is None
     assert sidecar.get_json("/readyz")[0] == 200  # a broken engine never makes the sidecar unready
     assert sidecar.work()["read"]["outcome"] == "idle"
 
@@ -62,8 +62,8 @@ def test_refused_and_back_bumps_incarnation(sidecar, vllm_engine):
     before = sidecar.work()["engine"]["incarnation"]
     vllm_engine.misbehave("refuse", down_s=1.0)
     refused = _read_until(sidecar, lambda b: b["read"]["outcome"] == "refused")
-    assert refused["read"]["verdict"] == "unmeasurable" and refused["complete"] is False
-    assert refused["engine"]["kind"] == "vllm"  # from --engine, even when nothing answers
+    assert refused["read"]["verdict"] == "unmeasurable" and refused["read"]["complete"] is False
+    assert refused["read"]["engine"] == "vllm"  # from --engine, even when nothing answers
     assert refused["engine"]["incarnation"] == before
     back = _read_until(sidecar, lambda b: b["read"]["outcome"] != "refused")
     assert back["read"]["outcome"] == "idle"
@@ -142,20 +142,20 @@ def test_listeners_that_are_not_a_metrics_endpoint(reply, outcome):
         body = s.work()
     assert body["read"]["outcome"] == outcome, body["read"]
     assert body["read"]["verdict"] == "busy"
-    assert body["engine"]["kind"] == "sglang"
+    assert body["read"]["engine"] == "sglang"
 
 
 def test_sglang_decode_before_its_first_request_is_incomplete_and_restart_without_start_time():
     with EngineProcess("--kind", "sglang", "--role", "decode") as engine, \
             SidecarProcess("--port", str(engine.port)) as s:
         body = s.work()
-        assert body["engine"]["kind"] == "sglang" and body["engine"]["role"] == "decode"
-        assert body["read"]["outcome"] == "incomplete" and body["complete"] is False
+        assert body["read"]["engine"] == "sglang" and body["read"]["role"] == "decode"
+        assert body["read"]["outcome"] == "incomplete" and body["read"]["complete"] is False
         assert body["engine"]["process_start_time"] is None  # prometheus multiprocess mode
-        assert len(body["missing"]) == 4
+        assert len(body["read"]["missing"]) == 4
         engine.request("POST", "/v1/completions", {"duration_s": 0.05})
-        body = _read_until(s, lambda b: b["complete"])
-        assert body["read"]["outcome"] == "idle" and body["missing"] == []
+        body = _read_until(s, lambda b: b["read"]["complete"])
+        assert body["read"]["outcome"] == "idle" and body["read"]["missing"] == []
         before = body["engine"]["incarnation"]
         engine.misbehave("restart", down_s=1.0)
         _read_until(s, lambda b: b["read"]["outcome"] == "refused")

@@ -27,7 +27,7 @@ READ_ONLY_NOBODY = (
 )
 
 
-def _status_field(pid: int, name: str) -> str:
+def _status_field(pid: int, name: str) -> list[str]:
     with open(f"/proc/{pid}/status") as f:
         return next(line.split(":", 1)[1].split() for line in f if line.startswith(name + ":"))
 
@@ -42,7 +42,7 @@ def test_runs_as_nobody_on_a_read_only_root(vllm_engine):
             root_mount = next(line.split() for line in f if line.split()[4] == "/")
         assert "ro" in root_mount[5].split(",")
         body = sidecar.work()
-        assert body["complete"] and body["idle"] and body["read"]["outcome"] == "idle"
+        assert body["read"]["complete"] and body["read"]["idle"] and body["read"]["outcome"] == "idle"
         sidecar.send_signal(signal.SIGINT)
         assert sidecar.wait(10) == 0
     assert "Traceback" not in sidecar.log_text()

@@ -23,7 +23,7 @@ def test_every_field_of_one_read(sidecar, vllm_engine):
     assert body["pod"] == "replica-0-abc"
     assert body["member"] == {"worker_index": 0, "group_size": 2, "speaks_for_replica": True}
     engine = body["engine"]
-    assert engine["kind"] == "vllm" and engine["role"] == "null"
+    assert body["read"]["engine"] == "vllm" and body["read"]["role"] == "unified"
     assert engine["target"] == f"http://127.0.0.1:{vllm_engine.port}/metrics"
     assert engine["process_start_time"] == vllm_engine.stats()["start_time"]
     assert engine["incarnation"] >= 0
@@ -33,9 +33,9 @@ def test_every_field_of_one_read(sidecar, vllm_engine):
     assert 0 < read["duration_ms"] < 500
     assert read["outcome"] == "idle" and read["verdict"] == "idle" and read["http_status"] == 200
     assert read["body_bytes"] > 10_000
-    assert body["gauges"] == {"vllm:num_requests_running": 0.0, "vllm:num_requests_waiting": 0.0}
-    assert body["missing"] == [] and body["complete"] is True
-    assert body["in_flight"] == 0 and body["idle"] is True
+    assert body["read"]["gauges"] == {"vllm:num_requests_running": 0.0, "vllm:num_requests_waiting": 0.0}
+    assert body["read"]["missing"] == [] and body["read"]["complete"] is True
+    assert body["read"]["in_flight"] == 0 and body["read"]["idle"] is True
 
 
 def test_two_reads_are_two_seq_each_fresh(sidecar, vllm_engine):
@@ -86,11 +86,11 @@ def test_busy_engine_reads_busy(sidecar, vllm_engine):
         deadline_at = time.monotonic() + 5
         while True:
             body = sidecar.work()
-            if body["in_flight"] or time.monotonic() > deadline_at:
+            if body["read"]["in_flight"] or time.monotonic() > deadline_at:
                 break
             time.sleep(0.05)
         assert body["read"]["outcome"] == "busy" and body["read"]["verdict"] == "busy"
-        assert body["in_flight"] >= 1 and body["idle"] is False and body["complete"] is True
+        assert body["read"]["in_flight"] >= 1 and body["read"]["idle"] is False and body["read"]["complete"] is True
     finally:
         request.join()
 

@@ -1,0 +1,21 @@
+"""Every exit status the project's programs end with, named once.
+
+`prestop` (drain, check, version, install) and `drain-sidecar` share one table, so a status
+means one thing wherever it appears: a script, kubelet's event, or the operator's runbook.
+Nothing exits with a number that is not here.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class ExitCode(enum.IntEnum):
+    OK = 0  # drained idle; a check read idle; installed; stopped cleanly
+    BUSY = 1  # `prestop check`: the read was not idle (busy, incomplete, timed out...)
+    USAGE = 2  # a bad flag or argument: the message names it (argparse's own status)
+    LISTEN_FAILED = 3  # drain-sidecar: cannot listen on --listen
+    DEADLINE = 10  # the drain reached G - exit reserve with work in flight or unknown
+    UNMEASURABLE = 11  # nothing to measure: refused, HTTP error status, TLS handshake failure
+    INTERRUPTED = 130  # SIGINT before the drain finished (128 + 2)
+    TERMINATED = 143  # SIGTERM before the drain finished (128 + 15)
