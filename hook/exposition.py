@@ -22,8 +22,8 @@ from hook.gauges import (
     GaugeSet,
     Role,
 )
-from hook.promparse import parse_openmetrics as _parse_openmetrics
-from hook.promparse import parse_text as _parse_text
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as _parse_openmetrics
+from prometheus_client.parser import text_string_to_metric_families as _parse_text
 
 OPENMETRICS_CONTENT_TYPE = "application/openmetrics-text"
 

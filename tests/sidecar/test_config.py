@@ -6,31 +6,14 @@ import sys
 import pytest
 
 from hook.exitcodes import ExitCode
-from hook.flags import parse_listen
 from sidecar.config import build_parser, resolve_config
 from sidecar.constants import DEFAULT_LISTEN_PORT
-from sidecar.member import Member, resolve_member
+from sidecar.member import Member
 
 
 def config(argv, env=None):
     parser = build_parser()
     return resolve_config(parser.parse_args(argv), parser, env or {})
-
-
-@pytest.mark.parametrize("text, expected", [
-    ("127.0.0.1:8490", ("127.0.0.1", 8490)),
-    (":9000", ("", 9000)),
-    ("[::1]:0", ("::1", 0)),
-    ("0.0.0.0:65535", ("0.0.0.0", 65535)),
-])
-def test_listen_addresses(text, expected):
-    assert parse_listen(text) == expected
-
-
-@pytest.mark.parametrize("text", ["8490", "host:", "host:http", "host:70000", "a b:1", "[::1:80"])
-def test_bad_listen_addresses(text):
-    with pytest.raises(ValueError):
-        parse_listen(text)
 
 
 def test_defaults_listen_everywhere_on_the_documented_port():
@@ -47,30 +30,6 @@ def test_target_comes_from_the_scrape_annotations_like_prestop(tmp_path):
     c = config(["--annotations", str(annotations), "--engine", "sglang"])
     assert c.read.target.url == "http://127.0.0.1:31000/m"
     assert c.read.target.source == "annotation"
-
-
-@pytest.mark.parametrize("index, size, env, expected", [
-    (None, None, {"LWS_WORKER_INDEX": "0", "LWS_GROUP_SIZE": "4"}, Member(0, 4, "env")),
-    (None, None, {"LWS_WORKER_INDEX": "3", "LWS_GROUP_SIZE": "4"}, Member(3, 4, "env")),
-    ("1", "2", {"LWS_WORKER_INDEX": "0", "LWS_GROUP_SIZE": "4"}, Member(1, 2, "flag")),
-    (None, "1", {}, Member(0, 1, "flag")),
-])
-def test_member_from_flags_or_lws(index, size, env, expected):
-    member = resolve_member(index, size, env)
-    assert member == expected
-    assert member.speaks_for_replica == (expected.worker_index == 0)
-
-
-@pytest.mark.parametrize("index, size, env, problem", [
-    ("4", "4", {}, "not below"),
-    ("0", None, {}, "group size is not"),
-    (None, "2", {}, "worker index is not"),
-    (None, None, {"LWS_WORKER_INDEX": "x", "LWS_GROUP_SIZE": "2"}, "LWS_WORKER_INDEX must be"),
-    (None, "0", {}, "--group-size must be"),
-])
-def test_bad_member_identity(index, size, env, problem):
-    with pytest.raises(ValueError, match=problem):
-        resolve_member(index, size, env)
 
 
 @pytest.mark.parametrize("argv, problem", [

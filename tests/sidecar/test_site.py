@@ -1,12 +1,60 @@
-"""What a client can make the sidecar hold is bounded: connections, request lines, headers, idle time."""
+"""The listener under aiohttp: the aiohttp internals it relies on, then, on a real server, what a
+client can make the sidecar hold is bounded: connections, request lines, headers, idle time."""
 
+import inspect
 import json
 import socket
 import time
 
+import aiohttp
 import pytest
+from aiohttp import web, web_runner, web_server
+
+from sidecar.site import JsonErrorRequestHandler, LimitedTCPSite
 
 from .sidecar_process import SidecarProcess
+
+
+# --- the aiohttp internals sidecar/site.py relies on: a change fails here, not in production ---
+
+def test_aiohttp_is_a_version_this_contract_was_checked_against():
+    major, minor = (int(p) for p in aiohttp.__version__.split(".")[:2])
+    assert (major, minor) == (3, 14), "re-check sidecar/site.py against this aiohttp, then widen the pin"
+
+
+def test_request_handler_is_built_as_the_server_builds_it():
+    # The site constructs RequestHandler(server, loop=..., **handler_kwargs) itself, as
+    # web.Server.__call__ does, so it can choose another protocol past the connection cap.
+    call = inspect.getsource(web_server.Server.__call__)
+    assert "RequestHandler(self, loop=self._loop, **self._kwargs)" in call
+    params = inspect.signature(web.RequestHandler.__init__).parameters
+    for name in ("manager", "loop", "keepalive_timeout", "access_log", "max_line_size", "max_field_size",
+                 "max_headers"):
+        assert name in params, name
+    assert params["loop"].kind is inspect.Parameter.KEYWORD_ONLY
+    assert "__slots__" in vars(web.RequestHandler)  # the subclass declares its own slots
+
+
+def test_handle_error_signature_and_what_it_reads():
+    params = list(inspect.signature(web.RequestHandler.handle_error).parameters)
+    assert params == ["self", "request", "status", "exc", "message"]
+    assert JsonErrorRequestHandler.handle_error.__qualname__.startswith("JsonErrorRequestHandler")
+    assert hasattr(aiohttp.http_writer.StreamWriter, "output_size")
+
+
+def test_server_counts_its_connections():
+    assert isinstance(inspect.getattr_static(web_server.Server, "connections"), property)
+
+
+def test_base_site_keeps_its_listener_in_server_and_closes_it_on_stop():
+    init = inspect.getsource(web_runner.BaseSite.__init__)
+    assert "self._server: asyncio.AbstractServer | None = None" in init and "self._backlog = backlog" in init
+    assert "self._server.close()" in inspect.getsource(web_runner.BaseSite.stop)
+    assert "_reg_site(self)" in inspect.getsource(web_runner.BaseSite.start)
+    assert issubclass(LimitedTCPSite, web_runner.BaseSite)
+
+
+# --- on a real server ---
 
 
 @pytest.fixture(scope="module")

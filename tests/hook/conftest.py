@@ -1,0 +1,22 @@
+"""A scripted TCP server per test: real sockets on 127.0.0.1, the bytes a test chooses."""
+
+import pytest
+
+from hook.target import Target
+
+from .rawserver import RawServer
+
+
+@pytest.fixture
+def serve():
+    """start(respond, tls=None, wait_for_request=True) -> the Target of a new RawServer."""
+    servers = []
+
+    def start(respond, tls=None, wait_for_request=True):
+        server = RawServer(respond, tls, wait_for_request)
+        servers.append(server)
+        return Target("https" if tls else "http", server.port, "/metrics")
+
+    yield start
+    for s in servers:
+        s.close()

@@ -1,0 +1,115 @@
+"""Flags, the Pod's annotations, the engine's argv and the defaults, resolved once and in that order."""
+
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from hook.cli import _check_parser, _drain_parser
+from hook.config import resolve_drain_config, resolve_read_config
+from hook.gauges import EngineKind, Role
+
+
+def fake_proc(tmp_path: Path, *argvs: list[str]) -> str:
+    """A /proc showing one process per argv, as a container's PID namespace shows its engine."""
+    root = Path(tempfile.mkdtemp(prefix="proc-", dir=tmp_path))
+    for pid, argv in enumerate(argvs, start=1):
+        (root / str(pid)).mkdir()
+        (root / str(pid) / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
+    return str(root)
+
+
+def annotations(tmp_path: Path, **values: str) -> str:
+    path = tmp_path / "annotations"
+    path.write_text("".join(f'prometheus.io/{k}="{v}"\n' for k, v in values.items()))
+    return str(path)
+
+
+VLLM_ON_9000 = ["/usr/bin/python3", "/usr/local/bin/vllm", "serve", "m", "--port", "9000"]
+
+
+def no_annotations(tmp_path: Path) -> str:
+    path = tmp_path / "empty-annotations"
+    path.write_text("")
+    return str(path)
+
+
+def read_config(tmp_path, *argv, proc=None):
+    args = _check_parser().parse_args([*argv, "--proc-root", proc or fake_proc(tmp_path)])
+    return resolve_read_config(args)
+
+
+def test_flag_beats_annotation_beats_argv_beats_default(tmp_path):
+    proc = fake_proc(tmp_path, VLLM_ON_9000)
+    ann = annotations(tmp_path, port="8100", path="/m2", scheme="https")
+    flag = read_config(tmp_path, "--port", "8200", "--annotations", ann, proc=proc)
+    assert (flag.target.port, flag.target.source) == (8200, "flag")
+    assert flag.target.path == "/m2" and flag.target.scheme == "https"  # annotations still fill the rest
+    annotated = read_config(tmp_path, "--annotations", ann, proc=proc)
+    assert (annotated.target.port, annotated.target.source) == (8100, "annotation")
+    argv = read_config(tmp_path, "--annotations", no_annotations(tmp_path), proc=proc)
+    assert (argv.target.port, argv.target.source) == (9000, "cmdline")
+    default = read_config(tmp_path, "--annotations", no_annotations(tmp_path), "--engine", "sglang")
+    assert (default.target.port, default.target.source) == (30000, "default")
+    assert default.target.url == "http://127.0.0.1:30000/metrics"
+
+
+def test_annotation_that_disagrees_with_the_engine_is_used_and_warned_about(tmp_path):
+    proc = fake_proc(tmp_path, VLLM_ON_9000)
+    c = read_config(tmp_path, "--annotations", annotations(tmp_path, port="8000"), proc=proc)
+    assert c.target.port == 8000
+    assert c.warnings == ("annotation prometheus.io/port=8000 but the engine's argv says --port 9000",)
+
+
+@pytest.mark.parametrize("values, problem", [
+    ({"port": "http"}, "annotation prometheus.io/port ignored"),
+    ({"port": "\u00b2"}, "annotation prometheus.io/port ignored"),
+    ({"path": "/m\u00e9trics"}, "annotation prometheus.io/path ignored"),
+    ({"scheme": "ftp"}, "annotation prometheus.io/scheme ignored"),
+])
+def test_a_bad_annotation_is_a_warning_and_the_next_source_is_used(tmp_path, values, problem):
+    c = read_config(tmp_path, "--annotations", annotations(tmp_path, **values), "--engine", "vllm")
+    assert c.target.url == "http://127.0.0.1:8000/metrics"
+    assert len(c.warnings) == 1 and c.warnings[0].startswith(problem)
+
+
+def test_an_unreadable_annotations_file_is_a_warning(tmp_path):
+    bad = tmp_path / "annotations"
+    bad.write_text("no equals sign here\n")
+    c = read_config(tmp_path, "--annotations", str(bad), "--engine", "vllm")
+    assert c.target.port == 8000 and c.warnings[0].startswith("annotations ignored: line 1")
+
+
+def test_engine_and_role_from_flags_else_argv(tmp_path):
+    proc = fake_proc(tmp_path, ["python3", "-m", "sglang.launch_server", "--disaggregation-mode", "decode"])
+    from_argv = read_config(tmp_path, "--annotations", no_annotations(tmp_path), proc=proc)
+    assert (from_argv.hint.kind, from_argv.hint.role, from_argv.hint.source) == (EngineKind.SGLANG, Role.DECODE,
+                                                                                  "cmdline")
+    flagged = read_config(tmp_path, "--annotations", no_annotations(tmp_path), "--engine", "sglang",
+                          "--disaggregation-mode", "prefill", proc=proc)
+    assert (flagged.hint.role, flagged.hint.source) == (Role.PREFILL, "flag")
+
+
+def test_https_when_the_engine_names_a_certificate(tmp_path):
+    proc = fake_proc(tmp_path, VLLM_ON_9000 + ["--ssl-certfile", "/c.pem"])
+    assert read_config(tmp_path, "--annotations", no_annotations(tmp_path), proc=proc).target.scheme == "https"
+
+
+def test_a_missing_annotations_file_named_by_flag_is_a_warning(tmp_path):
+    c = read_config(tmp_path, "--annotations", "/nonexistent", "--engine", "vllm")
+    assert c.warnings == ("annotations ignored: cannot read /nonexistent: No such file or directory",)
+
+
+def test_no_engine_anywhere_uses_vllms_default_port_and_says_so(tmp_path):
+    c = read_config(tmp_path, "--annotations", no_annotations(tmp_path))
+    assert c.target.port == 8000
+    assert c.warnings == ("engine not detected and no port given: using vLLM's default port",)
+
+
+def test_drain_config_keeps_the_timings_and_the_mirror(tmp_path):
+    args = _drain_parser().parse_args(["--grace", "45", "--route-wait", "2", "--exit-reserve", "20",
+                                       "--interval", "0.5", "--quiet", "--annotations", no_annotations(tmp_path),
+                                       "--engine", "vllm", "--proc-root", fake_proc(tmp_path)])
+    c = resolve_drain_config(args)
+    assert (c.grace_s, c.route_wait_s, c.exit_reserve_s, c.interval_s) == (45, 2, 20, 0.5)
+    assert c.log_mirror is None

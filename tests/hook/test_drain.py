@@ -1,0 +1,146 @@
+"""The drain loop with an injected clock and reader: when it reads, what it logs, what it returns."""
+
+import json
+import os
+
+import pytest
+
+from hook.config import DrainConfig, ReadConfig
+from hook.decision import DrainOutcome
+from hook.drain import PROGRESS_LOG_INTERVAL_S, run_drain
+from hook.engine import EngineHint
+from hook.events import EventLog
+from hook.gauges import EngineKind, Role
+from hook.outcome import Read, ReadOutcome
+from hook.target import Target
+
+T0 = 5000.0
+READ_TAKES_S = 0.01
+
+
+class FakeClock:
+    def __init__(self, now: float):
+        self.t = now
+
+    def now(self) -> float:
+        return self.t
+
+    def sleep_until(self, at: float) -> None:
+        self.t = max(self.t, at)
+
+
+class ScriptedEngine:
+    """Answers each read with the next (outcome, in_flight) of a script; the last repeats forever."""
+
+    def __init__(self, clock: FakeClock, script):
+        self.clock = clock
+        self.script = list(script)
+        self.calls: list[tuple[float, float]] = []  # (started at, timeout given)
+
+    def __call__(self, target, hint, *, timeout_s, max_body_bytes):
+        self.calls.append((self.clock.t, timeout_s))
+        outcome, in_flight = self.script.pop(0) if len(self.script) > 1 else self.script[0]
+        started = self.clock.t
+        self.clock.t += READ_TAKES_S
+        return Read(outcome, started, READ_TAKES_S, detail=f"{outcome.value} {in_flight}", in_flight=in_flight,
+                    kind=EngineKind.VLLM, role=Role.UNIFIED)
+
+
+def config(grace_s=30.0, warnings=()):
+    read = ReadConfig(target=Target("http", 8000, "/metrics"), hint=EngineHint(kind=EngineKind.VLLM, source="flag"),
+                      read_timeout_s=2.0, max_body_bytes=1 << 20, warnings=tuple(warnings))
+    return DrainConfig(read=read, grace_s=grace_s, route_wait_s=5.0, exit_reserve_s=5.0, interval_s=1.0,
+                       log_mirror=None)
+
+
+@pytest.fixture
+def logged():
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    log = EventLog("prestop", started_at=T0, stream_fd=w)
+
+    def events():
+        data = b""
+        while True:
+            try:
+                chunk = os.read(r, 1 << 16)
+            except BlockingIOError:
+                break
+            data += chunk
+        return [json.loads(line) for line in data.decode().splitlines()]
+
+    yield log, events
+    log.close()
+    os.close(r)
+    os.close(w)
+
+
+def drain(script, logged, **kwargs):
+    log, events = logged
+    clock = FakeClock(T0)
+    engine = ScriptedEngine(clock, script)
+    result = run_drain(config(**kwargs), T0, log, read=engine, clock=clock)
+    return result, engine, events()
+
+
+IDLE = (ReadOutcome.IDLE, 0.0)
+BUSY3 = (ReadOutcome.BUSY, 3.0)
+
+
+def test_idle_replica_returns_after_route_wait_and_two_reads(logged):
+    result, engine, events = drain([IDLE], logged)
+    assert result.outcome is DrainOutcome.IDLE and result.reads == 2
+    assert [at - T0 for at, _ in engine.calls] == [5.0, 6.0]  # the route wait, then the 1 s interval
+    assert result.elapsed_s == pytest.approx(6.0 + READ_TAKES_S)
+    names = [e["event"] for e in events]
+    assert names == ["drain_started", "read_state"]  # one line per change, not one per read
+    started = events[0]
+    assert (started["first_read_s"], started["deadline_s"], started["target"]) == (5.0, 25.0,
+                                                                                 "http://127.0.0.1:8000/metrics")
+    assert events[1]["outcome"] == "idle" and events[1]["reads"] == 1 and events[1]["verdict"] == "idle"
+
+
+def test_busy_then_idle_logs_progress_at_most_every_interval(logged):
+    script = [BUSY3] * 3 + [(ReadOutcome.BUSY, 2.0)] * 3 + [(ReadOutcome.BUSY, 1.0)] * 6 + [IDLE, IDLE]
+    result, engine, events = drain(script, logged)
+    assert result.outcome is DrainOutcome.IDLE and result.reads == 14
+    states = [(e["event"], e.get("in_flight"), e["reads"]) for e in events if e["event"] in ("read_state", "progress")]
+    # Reads are 1 s apart from t = 5 s. The count drops to 2 at read 4, but a change is logged at most
+    # every PROGRESS_LOG_INTERVAL_S: at read 6 (5 s after read 1), then the drop to 1 at read 11.
+    assert PROGRESS_LOG_INTERVAL_S == 5.0
+    assert states == [("read_state", 3.0, 1), ("progress", 2.0, 6), ("progress", 1.0, 11), ("read_state", 0.0, 13)]
+
+
+def test_a_single_zero_between_busy_reads_does_not_end_the_drain(logged):
+    result, _, _ = drain([BUSY3, IDLE, BUSY3, IDLE, IDLE], logged)
+    assert result.outcome is DrainOutcome.IDLE and result.reads == 5
+
+
+def test_busy_until_the_deadline_returns_at_g_minus_5_with_reads_bounded_by_it(logged):
+    result, engine, _ = drain([BUSY3], logged, grace_s=30.0)
+    assert result.outcome is DrainOutcome.DEADLINE
+    assert result.elapsed_s == pytest.approx(25.0)
+    assert result.in_flight == 3.0 and "3 in flight" in result.reason
+    for at, timeout_s in engine.calls:
+        assert at + timeout_s <= T0 + 25.0 + 1e-9  # no read may outlast the deadline
+    assert engine.calls[-1][1] < 2.0  # the last one got only the time left
+
+
+def test_nothing_to_measure_ends_at_once(logged):
+    result, engine, events = drain([(ReadOutcome.REFUSED, None)], logged)
+    assert result.outcome is DrainOutcome.UNMEASURABLE and result.reads == 1
+    assert result.elapsed_s == pytest.approx(5.0 + READ_TAKES_S)
+    assert events[-1]["outcome"] == "refused" and events[-1]["verdict"] == "unmeasurable"
+
+
+def test_config_warnings_and_an_unadmitted_grace_are_logged_as_warnings(logged):
+    _, _, events = drain([IDLE], logged, grace_s=10.0, warnings=["annotation prometheus.io/port ignored: x"])
+    warnings = [e for e in events if e["event"] == "config_warning"]
+    assert [w["level"] for w in warnings] == ["warning", "warning"]
+    assert "prometheus.io/port" in warnings[0]["message"]
+    assert "--grace 10 is outside the 15-3600 s" in warnings[1]["message"]
+
+
+def test_an_admitted_grace_gives_no_warning(logged):
+    _, _, events = drain([IDLE], logged, grace_s=3600.0)
+    assert not [e for e in events if e["event"] == "config_warning"]

@@ -1,0 +1,144 @@
+"""The architecture as a test: the hook's layers point one way, the sidecar sits on the shared core,
+and nothing in the product imports the test bed.
+
+Every import counts, including the ones inside functions (the CLI imports lazily to start fast).
+A new hook module fails here until it is given a layer.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+# The hook, bottom to top: a module imports only modules of lower layers.
+HOOK_LAYERS: dict[str, int] = {
+    # facts and leaf utilities: constants, the gauge sets, exit codes, where the engine is
+    "hook": 0, "hook.constants": 0, "hook.exitcodes": 0, "hook.gauges": 0, "hook.target": 0,
+    "hook.bundle": 0, "hook.annotations": 0, "hook.events": 0,
+    # values parsed and read
+    "hook.flags": 1, "hook.outcome": 1, "hook.clock": 1,
+    # reading: argv, exposition, HTTP
+    "hook.engine": 2, "hook.exposition": 2, "hook.fetch": 2,
+    # the one reader, and the configuration it is given
+    "hook.reader": 3, "hook.config": 3,
+    # pure decisions over reads
+    "hook.decision": 4,
+    # the drain loop
+    "hook.drain": 5,
+    # entry points
+    "hook.install": 6, "hook.cli": 7, "hook.__main__": 8,
+}
+
+# What the bundled hook may import beyond the standard library.
+HOOK_THIRD_PARTY = {"prometheus_client"}
+SIDECAR_THIRD_PARTY = {"aiohttp", "uvloop", "prometheus_client"}
+TEST_BED = {"emulation", "tests", "bench", "build"}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1]) if parts[-1] == "__init__" else ".".join(parts)
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every module `path` imports, anywhere in it, as absolute dotted names."""
+    tree = ast.parse(path.read_text(), str(path))
+    package = module_name(path).rpartition(".")[0] if path.name != "__init__.py" else module_name(path)
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                prefix = ".".join(base + ([node.module] if node.module else []))
+            else:
+                prefix = node.module or ""
+            found.add(prefix)
+            # `from hook import constants` imports the module hook.constants.
+            found.update(f"{prefix}.{alias.name}" for alias in node.names)
+    return found
+
+
+def product_modules() -> dict[str, set[str]]:
+    modules = {}
+    for package in ("hook", "sidecar"):
+        for path in sorted((REPO / package).glob("*.py")):
+            modules[module_name(path)] = imports_of(path)
+    return modules
+
+
+MODULES = product_modules()
+KNOWN = set(MODULES)
+
+
+def internal(imports: set[str]) -> set[str]:
+    return {name for name in imports if name in KNOWN}
+
+
+def top(name: str) -> str:
+    return name.split(".")[0]
+
+
+def test_every_hook_module_has_a_layer():
+    hook = {m for m in MODULES if top(m) == "hook"}
+    assert hook == set(HOOK_LAYERS), "give new hook modules a layer in HOOK_LAYERS (and remove gone ones)"
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if top(m) == "hook"))
+def test_hook_imports_point_down(module):
+    upward = {dep for dep in internal(MODULES[module]) if HOOK_LAYERS[dep] >= HOOK_LAYERS[module] and dep != module
+              and not (dep == "hook" and module != "hook")}
+    assert not upward, f"{module} (layer {HOOK_LAYERS[module]}) imports {sorted(upward)} from its layer or above"
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_third_party_and_test_bed_imports(module):
+    allowed = HOOK_THIRD_PARTY if top(module) == "hook" else SIDECAR_THIRD_PARTY
+    own = {"hook"} if top(module) == "hook" else {"hook", "sidecar"}
+    for name in MODULES[module]:
+        root = top(name)
+        assert root not in TEST_BED, f"{module} imports the test bed: {name}"
+        assert root in own or root in allowed or root in sys.stdlib_module_names or root == "__future__", \
+            f"{module} imports {name}, which the {top(module)} may not carry"
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if top(m) == "sidecar"))
+def test_sidecar_uses_the_shared_core_not_the_hooks_entry_points(module):
+    entry_points = {m for m, layer in HOOK_LAYERS.items() if layer >= HOOK_LAYERS["hook.install"]}
+    assert not internal(MODULES[module]) & entry_points
+
+
+def test_no_import_cycles():
+    graph = {m: internal(deps) - {m} for m, deps in MODULES.items()}
+    # A package's __init__ is imported by every submodule import: not an edge worth following.
+    graph = {m: {d for d in deps if d not in ("hook", "sidecar")} for m, deps in graph.items()}
+    state: dict[str, str] = {}
+    path: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = "open"
+        path.append(node)
+        for dep in sorted(graph[node]):
+            if state.get(dep) == "open":
+                cycle = path[path.index(dep):] + [dep]
+                raise AssertionError("import cycle: " + " -> ".join(cycle))
+            if dep not in state:
+                visit(dep)
+        path.pop()
+        state[node] = "done"
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module)
+
+
+def test_the_checker_sees_lazy_and_relative_imports():
+    sample = REPO / "hook" / "cli.py"
+    assert "hook.drain" in imports_of(sample)  # imported inside a function
+    assert "hook.exitcodes" in imports_of(sample)
