@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-IDLE_FIXTURE = REPO.parent / "shared" / "fixtures" / "vllm-0.32.0-cpu-metrics-idle.txt"
+IDLE_FIXTURE = REPO / "emulation" / "templates" / "vllm-0.32.0-cpu-metrics-idle.txt"
 GNU_TIME = Path("/usr/bin/time")
 
 # Short poll spacing: the drain (two idle reads) ends ~0.2 s after the first read.

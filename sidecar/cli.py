@@ -44,7 +44,8 @@ async def serve(config: SidecarConfig, log: EventLog) -> int:
     metrics = SidecarMetrics()
     sampler = EngineSampler(config.read, metrics)
     coalescer: Coalescer[Sample] = Coalescer(sampler.sample, constants.MIN_READ_INTERVAL_S)
-    lifecycle = Lifecycle(coalescer, config.linger_max_s, constants.LINGER_POLL_INTERVAL_S, log)
+    lifecycle = Lifecycle(coalescer, log, linger_max_s=config.linger_max_s,
+                          poll_interval_s=constants.LINGER_POLL_INTERVAL_S)
     tokens = None
     if config.token_file:
         tokens = TokenFile(config.token_file, lambda message: log.warning("token_file_changed", message=message))
@@ -79,7 +80,8 @@ async def serve(config: SidecarConfig, log: EventLog) -> int:
     runner = web.AppRunner(make_app(service), handle_signals=False, shutdown_timeout=constants.SHUTDOWN_TIMEOUT_S,
                            **handler_kwargs)
     await runner.setup()
-    site = LimitedTCPSite(runner, config.listen_host, config.listen_port, config.max_connections, handler_kwargs,
+    site = LimitedTCPSite(runner, host=config.listen_host, port=config.listen_port,
+                          max_connections=config.max_connections, handler_kwargs=handler_kwargs,
                           on_reject=lambda: metrics.observe_request(REJECTED_ROUTE, 503),
                           on_error=lambda status: metrics.observe_request(MALFORMED_ROUTE, status))
     loop = asyncio.get_running_loop()

@@ -63,7 +63,7 @@ class WorkEnvelope(TypedDict):
     read: SampleFields
 
 
-def work_envelope(identity: Identity, sample: Sample, terminating: bool) -> WorkEnvelope:
+def work_envelope(identity: Identity, sample: Sample, *, terminating: bool) -> WorkEnvelope:
     read = sample.read
     incarnation = sample.incarnation
     return {

@@ -26,7 +26,7 @@ class StopReason(enum.Enum):
 
 
 class Lifecycle:
-    def __init__(self, coalescer: Coalescer[Sample], linger_max_s: float, poll_interval_s: float, log: EventLog):
+    def __init__(self, coalescer: Coalescer[Sample], log: EventLog, *, linger_max_s: float, poll_interval_s: float):
         self._coalescer = coalescer
         self._linger_max_s = linger_max_s
         self._poll_interval_s = poll_interval_s

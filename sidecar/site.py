@@ -78,7 +78,7 @@ class JsonErrorRequestHandler(web.RequestHandler):
 
 
 class LimitedTCPSite(web.BaseSite):
-    def __init__(self, runner: web.BaseRunner, host: str, port: int, max_connections: int,
+    def __init__(self, runner: web.BaseRunner, *, host: str, port: int, max_connections: int,
                  handler_kwargs: dict[str, Any], on_reject: Callable[[], None],
                  on_error: Callable[[int], None], backlog: int = 128):
         super().__init__(runner, backlog=backlog)
