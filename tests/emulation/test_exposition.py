@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import time
 from pathlib import Path
 
@@ -41,9 +42,12 @@ def render(*argv: str, running: int = 0, waiting: int = 0, published: bool = Tru
     return body.data.decode()
 
 
-def test_templates_are_the_shared_scrapes(fixtures_dir: Path):
-    for name in FIXTURE_OF.values():
-        assert (TEMPLATES_DIR / name).read_bytes() == (fixtures_dir / name).read_bytes(), name
+def test_scrapes_are_the_measured_ones(fixtures_dir: Path):
+    sums = dict(reversed(line.split()) for line in (fixtures_dir / "SHA256SUMS").read_text().splitlines())
+    assert set(sums) == {p.name for p in fixtures_dir.glob("*.txt")}
+    assert set(FIXTURE_OF.values()) <= set(sums)
+    for name, digest in sums.items():
+        assert hashlib.sha256((fixtures_dir / name).read_bytes()).hexdigest() == digest, name
 
 
 @pytest.mark.parametrize("kind, role", FIXTURE_OF)
