@@ -13,10 +13,13 @@ import signal
 import sys
 import time
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hook import __version__
 from hook.exitcodes import ExitCode
+
+if TYPE_CHECKING:
+    from hook.events import EventLog
 
 EXIT_CODES_HELP = """\
 exit codes:
@@ -126,6 +129,7 @@ def drain(argv: list[str]) -> int:
         started_at = exec_started_at()
         args = _drain_parser().parse_args(argv)
         log = EventLog("prestop", started_at=started_at, mirror_path=None if args.quiet else args.log_mirror)
+        _remove_leftovers(log)
         result = run_drain(resolve_drain_config(args), started_at, log)
         code = result.outcome.exit_code
         fields = dict(outcome=result.outcome.value, elapsed_s=result.elapsed_s, in_flight=result.in_flight,
@@ -144,6 +148,16 @@ def drain(argv: list[str]) -> int:
     stdout.write((line + "\n").encode("ascii"))
     stdout.close()
     return code
+
+
+def _remove_leftovers(log: EventLog) -> None:
+    """A bundle killed mid-unpack by an earlier SIGKILL or early SIGTERM left its files in the
+    temp dir (an emptyDir survives container restarts): remove them, in the route wait."""
+    from hook.bundle import remove_stale_unpack_dirs
+
+    removed, freed = remove_stale_unpack_dirs()
+    if removed:
+        log.emit("stale_unpack_dirs_removed", paths=removed, bytes=freed)
 
 
 def check(argv: list[str]) -> int:

@@ -8,6 +8,7 @@ parsed by the standard library's http.client (status line, headers, chunked bodi
 
 from __future__ import annotations
 
+import errno
 import http.client
 import io
 import socket
@@ -97,12 +98,17 @@ def _connect(target: Target, timeout_s: float) -> socket.socket:
     try:
         return socket.create_connection((target.host, target.port), timeout=timeout_s)
     except ConnectionRefusedError:
+        # The one answer that means nothing listens there: the drain ends at once.
         raise FetchError(ReadOutcome.REFUSED, f"connection refused on {target.host}:{target.port}") from None
     except TimeoutError:
         raise FetchError(ReadOutcome.TIMEOUT, "connect timed out") from None
     except OSError as exc:
-        # Loopback has no route to lose: any other connect failure means nothing is there.
-        raise FetchError(ReadOutcome.REFUSED, f"cannot connect to {target.host}:{target.port}: {exc}") from None
+        # Anything else is this side's trouble (ephemeral ports exhausted, no descriptors or
+        # buffers left, a reset in the handshake) while the engine may well listen and be busy:
+        # keep waiting, and say which.
+        name = errno.errorcode.get(exc.errno or 0, "no errno")
+        raise FetchError(ReadOutcome.CONNECT_ERROR,
+                         f"cannot connect to {target.host}:{target.port}: {name} {exc.strerror or exc}") from None
 
 
 def _handshake(sock: socket.socket, deadline_at: float) -> socket.socket:
@@ -165,6 +171,8 @@ def _receive(sock: socket.socket, deadline_at: float, max_body_bytes: int) -> Re
         raise FetchError(ReadOutcome.RESET, f"connection closed before a whole response: {exc!r}") from None
     except http.client.HTTPException as exc:
         raise FetchError(ReadOutcome.UNPARSEABLE, f"not an HTTP response: {exc!r}") from None
+    except ValueError as exc:  # http.client's own parse of a chunk size or a header value
+        raise FetchError(ReadOutcome.UNPARSEABLE, f"malformed HTTP framing: {exc!r}") from None
     except OSError as exc:
         raise FetchError(ReadOutcome.RESET, f"read failed: {exc}") from None
     finally:

@@ -18,8 +18,17 @@ from hook.target import Target
 
 
 def read_work(target: Target, hint: EngineHint, *, timeout_s: float, max_body_bytes: int) -> Read:
-    """Read the engine once, bounded by timeout_s, and classify what came back."""
+    """Read the engine once, bounded by timeout_s, and classify what came back. Never raises:
+    whatever the reader did not foresee is a READER_ERROR read, which no rule takes for idle."""
     started_at = time.monotonic()
+    try:
+        return _read(target, hint, started_at, timeout_s=timeout_s, max_body_bytes=max_body_bytes)
+    except Exception as exc:  # noqa: BLE001 - turned into an outcome the drain logs and waits on
+        return Read(ReadOutcome.READER_ERROR, started_at, time.monotonic() - started_at,
+                    f"unexpected {type(exc).__name__}: {exc}"[:500], kind=hint.kind, role=hint.role)
+
+
+def _read(target: Target, hint: EngineHint, started_at: float, *, timeout_s: float, max_body_bytes: int) -> Read:
     # What is known before the body says more: the hint's engine and role.
     base = Read(ReadOutcome.INCOMPLETE, started_at, 0.0, kind=hint.kind, role=hint.role)
 

@@ -18,7 +18,7 @@ from hook.events import EventLog
 from sidecar import errors
 from sidecar.auth import TokenFile
 from sidecar.coalescer import Coalescer
-from sidecar.constants import MAX_REQUEST_BODY_BYTES
+from sidecar.constants import MAX_REQUEST_BODY_BYTES, TOKEN_FILE_WAIT_S
 from sidecar.envelope import Identity, work_envelope
 from sidecar.lifecycle import Lifecycle
 from sidecar.metrics import SidecarMetrics
@@ -90,11 +90,12 @@ async def _errors_and_metrics(request: web.Request, handler: Handler) -> web.Str
         if exc.status < 400:
             raise
         headers = {k: v for k, v in exc.headers.items() if k.lower() == "allow"}
-        message = f"{request.method} {request.path}: {exc.reason}"
+        # What the client sent is never echoed back: the status and the way to the routes only.
+        message = f"{exc.status} {exc.reason}; the routes are listed at {OPENAPI}"
         response = error_response(exc.status, errors.code_for_status(exc.status), message, headers)
     except Exception as exc:  # a bug: answer 500 and log it, never drop the connection silently
         service.log.error("handler_failed", route=route, error=repr(exc))
-        response = error_response(500, errors.INTERNAL_ERROR, f"internal error: {type(exc).__name__}")
+        response = error_response(500, errors.INTERNAL_ERROR, "internal error; see the sidecar's log")
     service.metrics.observe_request(route, response.status)
     return response
 
@@ -103,6 +104,11 @@ async def _errors_and_metrics(request: web.Request, handler: Handler) -> web.Str
 async def _authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
     tokens = request.app[APP_SERVICE].tokens
     if tokens is not None and request.path.startswith(API_PREFIX):
+        try:
+            await tokens.refreshed(TOKEN_FILE_WAIT_S)
+        except TimeoutError:
+            raise ApiError(503, errors.TOKEN_FILE_UNAVAILABLE,
+                           "the token file did not answer; see the sidecar's log", {"Retry-After": "1"}) from None
         verdict = tokens.check(request.headers.get("Authorization"))
         if not verdict.ok:
             raise ApiError(401, errors.UNAUTHORIZED, verdict.reason,

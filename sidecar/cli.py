@@ -83,6 +83,7 @@ async def serve(config: SidecarConfig, log: EventLog) -> int:
     site = LimitedTCPSite(runner, host=config.listen_host, port=config.listen_port,
                           max_connections=config.max_connections, handler_kwargs=handler_kwargs,
                           on_reject=lambda: metrics.observe_request(REJECTED_ROUTE, 503),
+                          on_evict=metrics.connections_evicted.inc,
                           on_error=lambda status: metrics.observe_request(MALFORMED_ROUTE, status))
     loop = asyncio.get_running_loop()
     loop.set_exception_handler(lambda _loop, context: _log_loop_error(log, context))
@@ -112,6 +113,8 @@ async def serve(config: SidecarConfig, log: EventLog) -> int:
         await runner.cleanup()
         await coalescer.close()
         sampler.close()
+        if tokens is not None:
+            tokens.close()
     log.emit("stopped", reason=reason.value)
     return ExitCode.OK
 

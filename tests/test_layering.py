@@ -19,9 +19,9 @@ from tests.conftest import REPO
 HOOK_LAYERS: dict[str, int] = {
     # facts and leaf utilities: constants, the gauge sets, exit codes, where the engine is
     "hook": 0, "hook.constants": 0, "hook.exitcodes": 0, "hook.gauges": 0, "hook.target": 0,
-    "hook.bundle": 0, "hook.annotations": 0, "hook.events": 0,
+    "hook.bundle": 0, "hook.files": 0, "hook.events": 0,
     # values parsed and read
-    "hook.flags": 1, "hook.outcome": 1, "hook.clock": 1,
+    "hook.flags": 1, "hook.outcome": 1, "hook.clock": 1, "hook.annotations": 1,
     # reading: argv, exposition, HTTP
     "hook.engine": 2, "hook.exposition": 2, "hook.fetch": 2,
     # the one reader, and the configuration it is given

@@ -112,6 +112,7 @@ def test_readyz_healthz_and_own_metrics(sidecar):
 
 def test_errors_are_json_with_stable_codes(sidecar):
     for method, path, status, code in (("GET", "/nope", 404, "not_found"),
+                                       ("GET", "/%3Cscript%3Ealert(1)%3C/script%3E", 404, "not_found"),
                                        ("GET", "/v1/work/../x", 404, "not_found"),
                                        ("POST", "/v1/work", 405, "method_not_allowed"),
                                        ("DELETE", "/healthz", 405, "method_not_allowed"),
@@ -119,8 +120,10 @@ def test_errors_are_json_with_stable_codes(sidecar):
         got, body, headers = sidecar.request(method, path)
         assert got == status, (method, path)
         if method != "HEAD":
-            assert json.loads(body)["error"] == code
+            answer = json.loads(body)
+            assert answer["error"] == code
             assert headers["content-type"].startswith("application/json")
+            assert path.strip("/").split("/")[-1] not in answer["message"]  # never echoed back
         if status == 405:
             assert headers["allow"] == "GET"
     _, body, _ = sidecar.request("GET", "/metrics")
