@@ -55,8 +55,9 @@ class DrainConfig:
     read: ReadConfig
     grace_s: float
     route_wait_s: float
-    exit_reserve_s: float
+    exit_reserve_s: float | None  # None: by the engine's role (hook.decision.exit_reserve_for)
     interval_s: float
+    busy_interval_s: float
     log_mirror: str | None  # None: --quiet
 
 
@@ -85,11 +86,14 @@ def add_drain_flags(parser: argparse.ArgumentParser) -> None:
                         help=f"the Pod's terminationGracePeriodSeconds (default {constants.DEFAULT_GRACE_S:g})")
     parser.add_argument("--route-wait", type=seconds_arg("--route-wait"), default=constants.ROUTE_WAIT_S,
                         metavar="SECONDS", help=f"wait before the first read (default {constants.ROUTE_WAIT_S:g})")
-    parser.add_argument("--exit-reserve", type=seconds_arg("--exit-reserve"),
-                        default=constants.EXIT_RESERVE_S, metavar="SECONDS",
-                        help=f"return this long before the grace ends (default {constants.EXIT_RESERVE_S:g})")
+    parser.add_argument("--exit-reserve", type=seconds_arg("--exit-reserve"), metavar="SECONDS",
+                        help=f"return this long before the grace ends (default {constants.EXIT_RESERVE_S:g}; "
+                        f"{constants.SPLIT_ROLE_EXIT_RESERVE_S:g} for an SGLang prefill or decode server)")
     parser.add_argument("--interval", type=seconds_arg("--interval", inclusive=False), default=constants.POLL_INTERVAL_S,
                         metavar="SECONDS", help=f"time between reads (default {constants.POLL_INTERVAL_S:g})")
+    parser.add_argument("--busy-interval", type=seconds_arg("--busy-interval", inclusive=False),
+                        default=constants.BUSY_POLL_INTERVAL_S, metavar="SECONDS",
+                        help=f"time between reads while work is in flight (default {constants.BUSY_POLL_INTERVAL_S:g})")
     parser.add_argument("--quiet", action="store_true",
                         help="do not mirror the log lines to the container's log (PID 1's stdout)")
     parser.add_argument("--log-mirror", default=CONTAINER_LOG, help=argparse.SUPPRESS)  # tests: a file
@@ -159,5 +163,6 @@ def resolve_drain_config(args: argparse.Namespace) -> DrainConfig:
         route_wait_s=args.route_wait,
         exit_reserve_s=args.exit_reserve,
         interval_s=args.interval,
+        busy_interval_s=args.busy_interval,
         log_mirror=None if args.quiet else args.log_mirror,
     )

@@ -12,7 +12,17 @@ from typing import Protocol
 
 from hook import __version__, constants
 from hook.config import DrainConfig
-from hook.decision import DrainOutcome, DrainPlan, DrainState, Finish, after_read, next_step
+from hook.decision import (
+    DrainOutcome,
+    DrainPlan,
+    DrainState,
+    ExitReserve,
+    Finish,
+    after_read,
+    exit_reserve_for,
+    next_step,
+    reserve_after_read,
+)
 from hook.engine import EngineHint
 from hook.events import EventLog
 from hook.outcome import Read, read_fields
@@ -58,8 +68,8 @@ def run_drain(config: DrainConfig, started_at: float, log: EventLog, *,
               read: ReadWork = read_work, clock: Clock = MonotonicClock()) -> DrainResult:
     rc = config.read
     plan = DrainPlan.build(started_at=started_at, grace_s=config.grace_s, route_wait_s=config.route_wait_s,
-                           exit_reserve_s=config.exit_reserve_s, interval_s=config.interval_s,
-                           read_timeout_s=rc.read_timeout_s)
+                           exit_reserve=initial_exit_reserve(config), interval_s=config.interval_s,
+                           busy_interval_s=config.busy_interval_s, read_timeout_s=rc.read_timeout_s)
     _log_start(config, plan, log)
 
     state = DrainState()
@@ -72,8 +82,22 @@ def run_drain(config: DrainConfig, started_at: float, log: EventLog, *,
         current = read(rc.target, rc.hint, timeout_s=step.timeout_s, max_body_bytes=rc.max_body_bytes)
         state, finish = after_read(state, current)
         progress.observe(current, state.reads, clock.now())
+        grown = reserve_after_read(plan.exit_reserve, current)
+        if grown is not None:
+            plan = plan.with_exit_reserve(grown)
+            log.emit("exit_reserve_changed", exit_reserve_s=grown.seconds, reason=grown.reason,
+                     deadline_s=round(plan.deadline_at - plan.started_at, 3))
         if finish is not None:
             return _result(state, finish, started_at, clock.now())
+
+
+def initial_exit_reserve(config: DrainConfig) -> ExitReserve:
+    """--exit-reserve when given; else what the engine's role needs, when the start knows it."""
+    if config.exit_reserve_s is not None:
+        return ExitReserve(config.exit_reserve_s, "--exit-reserve", explicit=True)
+    hint = config.read.hint
+    where = {"flag": "--disaggregation-mode", "cmdline": "its command line"}.get(hint.source, hint.source)
+    return exit_reserve_for(hint.role, where)
 
 
 def _log_start(config: DrainConfig, plan: DrainPlan, log: EventLog) -> None:
@@ -84,6 +108,8 @@ def _log_start(config: DrainConfig, plan: DrainPlan, log: EventLog) -> None:
         grace_s=config.grace_s,
         first_read_s=round(plan.first_read_at - plan.started_at, 3),
         deadline_s=round(plan.deadline_at - plan.started_at, 3),
+        exit_reserve_s=plan.exit_reserve.seconds,
+        exit_reserve_reason=plan.exit_reserve.reason,
         target=rc.target.url,
         target_source=rc.target.source,
         engine=rc.hint.kind.value if rc.hint.kind else "detect",
