@@ -48,6 +48,8 @@ class ReadConfig:
     read_timeout_s: float
     max_body_bytes: int
     warnings: tuple[str, ...] = ()
+    # The engine's own --port when the target is elsewhere: read there if the target refuses.
+    fallback: Target | None = None
 
 
 @dataclass(frozen=True)
@@ -146,9 +148,14 @@ def resolve_read_config(args: argparse.Namespace) -> ReadConfig:
     annotations = _Annotations(args.annotations or default_annotations_file(), warnings)
     port, port_source = _resolve_port(args.port, annotations, hint, warnings)
     metrics_path = args.path or annotations.get(PATH_ANNOTATION, parse_path) or DEFAULT_METRICS_PATH
-    scheme = args.scheme or annotations.get(SCHEME_ANNOTATION, parse_scheme) or ("https" if hint.tls else "http")
+    own_scheme = "https" if hint.tls else "http"
+    scheme = args.scheme or annotations.get(SCHEME_ANNOTATION, parse_scheme) or own_scheme
+    fallback = None
+    if hint.port is not None and hint.port != port:
+        fallback = Target(scheme=own_scheme, port=hint.port, path=metrics_path, source="cmdline")
     return ReadConfig(
         target=Target(scheme=scheme, port=port, path=metrics_path, source=port_source),
+        fallback=fallback,
         hint=hint,
         read_timeout_s=args.read_timeout,
         max_body_bytes=args.max_body_bytes,

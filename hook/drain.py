@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Callable, Protocol
 
 from hook import __version__, constants
 from hook.config import DrainConfig
@@ -23,11 +23,9 @@ from hook.decision import (
     next_step,
     reserve_after_read,
 )
-from hook.engine import EngineHint
 from hook.events import EventLog
 from hook.outcome import Read, read_fields
-from hook.reader import read_work
-from hook.target import Target
+from hook.reader import EngineReader
 
 # While busy, a changed in-flight count is logged at most this often: a timeline people can
 # follow in `kubectl logs`, not a line per poll.
@@ -51,8 +49,8 @@ class MonotonicClock:
             time.sleep(remaining_s)
 
 
-class ReadWork(Protocol):
-    def __call__(self, target: Target, hint: EngineHint, *, timeout_s: float, max_body_bytes: int) -> Read: ...
+# One read of the engine, given the time it may take.
+ReadEngine = Callable[[float], Read]
 
 
 @dataclass(frozen=True)
@@ -65,8 +63,12 @@ class DrainResult:
 
 
 def run_drain(config: DrainConfig, started_at: float, log: EventLog, *,
-              read: ReadWork = read_work, clock: Clock = MonotonicClock()) -> DrainResult:
+              read: ReadEngine | None = None, clock: Clock = MonotonicClock()) -> DrainResult:
+    """Drain until idle, unmeasurable or the deadline. `read`: the engine reader (default: the
+    configured EngineReader, whose switch to the engine's own port is logged as a warning)."""
     rc = config.read
+    if read is None:
+        read = EngineReader(rc, lambda message: log.warning("config_warning", message=message)).read
     plan = DrainPlan.build(started_at=started_at, grace_s=config.grace_s, route_wait_s=config.route_wait_s,
                            exit_reserve=initial_exit_reserve(config), interval_s=config.interval_s,
                            busy_interval_s=config.busy_interval_s, read_timeout_s=rc.read_timeout_s)
@@ -79,7 +81,7 @@ def run_drain(config: DrainConfig, started_at: float, log: EventLog, *,
         clock.sleep_until(step.at if step.at is not None else clock.now())
         if isinstance(step, Finish):
             return _result(state, step, started_at, clock.now())
-        current = read(rc.target, rc.hint, timeout_s=step.timeout_s, max_body_bytes=rc.max_body_bytes)
+        current = read(step.timeout_s)
         state, finish = after_read(state, current)
         progress.observe(current, state.reads, clock.now())
         grown = reserve_after_read(plan.exit_reserve, current)

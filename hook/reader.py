@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from typing import Callable
 
 from hook import exposition
+from hook.config import ReadConfig
 from hook.engine import EngineHint
 from hook.fetch import FetchError, fetch
 from hook.gauges import Role, gauge_set
@@ -63,3 +65,33 @@ def _read(target: Target, hint: EngineHint, started_at: float, *, timeout_s: flo
     if in_flight == 0:
         return done(measured_read, ReadOutcome.IDLE, "every work gauge reads zero")
     return done(measured_read, ReadOutcome.BUSY, f"{in_flight:g} in flight")
+
+
+class EngineReader:
+    """The reader bound to its configuration: reads the target, and when the target refuses while
+    the engine's own command line names another port (an engine moved by its own --port, the
+    annotations left behind), reads there in the same read's time, and from then on."""
+
+    def __init__(self, config: ReadConfig, on_switch: Callable[[str], object] = lambda message: None):
+        self._config = config
+        self._on_switch = on_switch
+        self.target = config.target
+        self._fallback = config.fallback
+
+    def read(self, timeout_s: float) -> Read:
+        c = self._config
+        deadline_at = time.monotonic() + timeout_s
+        first = read_work(self.target, c.hint, timeout_s=timeout_s, max_body_bytes=c.max_body_bytes)
+        if first.outcome is not ReadOutcome.REFUSED or self._fallback is None:
+            return first
+        fallback, self._fallback = self._fallback, None  # tried once: a refusing engine is not chased
+        left_s = deadline_at - time.monotonic()
+        if left_s <= 0:
+            return first
+        second = read_work(fallback, c.hint, timeout_s=left_s, max_body_bytes=c.max_body_bytes)
+        if second.outcome is ReadOutcome.REFUSED:
+            return first
+        self.target = fallback
+        self._on_switch(f"{first.detail}, but the engine's own --port {fallback.port} answers: reading "
+                        f"{fallback.url} from now on; the Pod's scrape annotations (or --port) are wrong")
+        return second

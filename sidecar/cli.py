@@ -42,7 +42,7 @@ def load_openapi() -> bytes:
 
 async def serve(config: SidecarConfig, log: EventLog) -> int:
     metrics = SidecarMetrics()
-    sampler = EngineSampler(config.read, metrics)
+    sampler = EngineSampler(config.read, metrics, log)
     coalescer: Coalescer[Sample] = Coalescer(sampler.sample, constants.MIN_READ_INTERVAL_S)
     lifecycle = Lifecycle(coalescer, log, linger_max_s=config.linger_max_s,
                           poll_interval_s=constants.LINGER_POLL_INTERVAL_S)

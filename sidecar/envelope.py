@@ -81,7 +81,7 @@ def work_envelope(identity: Identity, sample: Sample, *, terminating: bool) -> W
             "speaks_for_replica": identity.member.speaks_for_replica,
         },
         "engine": {
-            "target": identity.target_url,
+            "target": sample.target_url,
             "process_start_time": read.process_start_time,
             "incarnation": incarnation.value,
             "incarnation_evidence": incarnation.evidence.value if incarnation.evidence else None,

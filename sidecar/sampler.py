@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import functools
 import time
 from dataclasses import dataclass
 
 from hook.config import ReadConfig
+from hook.events import EventLog
 from hook.outcome import Read, ReadOutcome
-from hook.reader import read_work
+from hook.reader import EngineReader
 from sidecar.incarnation import Incarnation, IncarnationTracker, Observation
 from sidecar.metrics import SidecarMetrics
 
@@ -26,11 +26,13 @@ class Sample:
     started_at_unix: float  # wall time at the read's start, for people and logs
     read: Read
     incarnation: Incarnation
+    target_url: str  # what was read: the configured target, or the engine's own port it moved to
 
 
 class EngineSampler:
-    def __init__(self, config: ReadConfig, metrics: SidecarMetrics):
+    def __init__(self, config: ReadConfig, metrics: SidecarMetrics, log: EventLog):
         self._config = config
+        self._reader = EngineReader(config, lambda message: log.warning("config_warning", message=message))
         self._metrics = metrics
         self._tracker = IncarnationTracker()
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine-read")
@@ -38,9 +40,7 @@ class EngineSampler:
     async def sample(self, seq: int) -> Sample:
         started_at_unix = time.time()
         c = self._config
-        read = await asyncio.get_running_loop().run_in_executor(
-            self._pool, functools.partial(read_work, c.target, c.hint, timeout_s=c.read_timeout_s,
-                                          max_body_bytes=c.max_body_bytes))
+        read = await asyncio.get_running_loop().run_in_executor(self._pool, self._reader.read, c.read_timeout_s)
         observation = Observation(
             answered=read.outcome is not ReadOutcome.REFUSED,
             process_start_time=read.process_start_time,
@@ -48,7 +48,7 @@ class EngineSampler:
         )
         incarnation = self._tracker.observe(seq, observation)
         self._metrics.observe_read(read, incarnation.value)
-        return Sample(seq, started_at_unix, read, incarnation)
+        return Sample(seq, started_at_unix, read, incarnation, self._reader.target.url)
 
     def close(self) -> None:
         # A read still running ends by its own deadline; do not wait for it.

@@ -25,7 +25,7 @@ HOOK_LAYERS: dict[str, int] = {
     # reading: argv, exposition, HTTP
     "hook.engine": 2, "hook.exposition": 2, "hook.fetch": 2,
     # the one reader, and the configuration it is given
-    "hook.reader": 3, "hook.config": 3,
+    "hook.config": 3, "hook.reader": 4,
     # pure decisions over reads
     "hook.decision": 4,
     # the drain loop

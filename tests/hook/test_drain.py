@@ -37,15 +37,16 @@ class ScriptedEngine:
         self.script = list(script)
         self.calls: list[tuple[float, float]] = []  # (started at, timeout given)
 
-    def __call__(self, target, hint, *, timeout_s, max_body_bytes):
+    def __call__(self, timeout_s):
         self.calls.append((self.clock.t, timeout_s))
         outcome, in_flight = self.script.pop(0) if len(self.script) > 1 else self.script[0]
         started = self.clock.t
         self.clock.t += READ_TAKES_S
         return Read(outcome, started, READ_TAKES_S, detail=f"{outcome.value} {in_flight}", in_flight=in_flight,
-                    kind=hint.kind or EngineKind.VLLM, role=self.role)
+                    kind=self.kind, role=self.role)
 
     role = Role.UNIFIED
+    kind = EngineKind.VLLM
 
 
 def config(grace_s=30.0, warnings=(), busy_interval_s=1.0, exit_reserve_s=None, hint=None):

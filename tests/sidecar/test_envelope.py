@@ -15,7 +15,8 @@ IDENTITY = Identity(instance="0" * 32, version="0.1.0", started_at_unix=0.0, pod
 
 
 def sample(read: Read, seq: int = 7, incarnation: Incarnation = Incarnation(0, None, None)) -> Sample:
-    return Sample(seq=seq, started_at_unix=1764489600.25, read=read, incarnation=incarnation)
+    return Sample(seq=seq, started_at_unix=1764489600.25, read=read, incarnation=incarnation,
+                  target_url="http://127.0.0.1:8000/metrics")
 
 
 def test_the_read_is_the_one_rendering_plus_seq_and_start():
