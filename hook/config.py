@@ -9,8 +9,9 @@ running request.
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import dataclass
-from typing import Callable, TypeVar
+from typing import Callable, Mapping, TypeVar
 
 from hook import constants
 from hook.annotations import (
@@ -34,6 +35,7 @@ from hook.flags import (
     whole_number_arg,
 )
 from hook.gauges import DEFAULT_METRICS_PATH, DEFAULT_PORTS, EngineKind
+from hook.leader import LWS_LEADER_ADDRESS_ENV, LeaderConfig, leader_from_env, parse_leader_url
 from hook.target import Target
 
 T = TypeVar("T")
@@ -55,12 +57,14 @@ class ReadConfig:
 @dataclass(frozen=True)
 class DrainConfig:
     read: ReadConfig
+    leader: LeaderConfig | None  # a worker Pod: wait on the leader's drain-sidecar, not the local engine
     grace_s: float
     route_wait_s: float
     exit_reserve_s: float | None  # None: by the engine's role (hook.decision.exit_reserve_for)
     interval_s: float
     busy_interval_s: float
     log_mirror: str | None  # None: --quiet
+    warnings: tuple[str, ...] = ()
 
 
 def add_target_flags(parser: argparse.ArgumentParser) -> None:
@@ -96,6 +100,12 @@ def add_drain_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--busy-interval", type=seconds_arg("--busy-interval", inclusive=False),
                         default=constants.BUSY_POLL_INTERVAL_S, metavar="SECONDS",
                         help=f"time between reads while work is in flight (default {constants.BUSY_POLL_INTERVAL_S:g})")
+    parser.add_argument("--follow-leader", metavar="URL", type=arg(_follow_leader),
+                        help="a worker of a multi-Pod replica: wait on the leader's drain-sidecar (http://HOST[:PORT]) "
+                        "instead of the local engine; default on for a LeaderWorkerSet worker (LWS_WORKER_INDEX > 0) "
+                        "from LWS_LEADER_ADDRESS and port 8490; 'none' turns it off")
+    parser.add_argument("--leader-token-file", metavar="FILE",
+                        help="bearer token for the leader's drain-sidecar (its --token-file)")
     parser.add_argument("--quiet", action="store_true",
                         help="do not mirror the log lines to the container's log (PID 1's stdout)")
     parser.add_argument("--log-mirror", default=CONTAINER_LOG, help=argparse.SUPPRESS)  # tests: a file
@@ -163,9 +173,34 @@ def resolve_read_config(args: argparse.Namespace) -> ReadConfig:
     )
 
 
-def resolve_drain_config(args: argparse.Namespace) -> DrainConfig:
+def _follow_leader(text: str) -> Target | bool:
+    """--follow-leader: the leader's sidecar URL, or 'none' (False): never follow."""
+    return False if text.strip().lower() == "none" else parse_leader_url(text)
+
+
+def resolve_leader(args: argparse.Namespace, env: Mapping[str, str], warnings: list[str]) -> LeaderConfig | None:
+    """--follow-leader URL (or none), else a LeaderWorkerSet worker's leader."""
+    if isinstance(args.follow_leader, Target):
+        return LeaderConfig(args.follow_leader, args.leader_token_file, "--follow-leader")
+    if args.follow_leader is False:
+        return None
+    try:
+        target = leader_from_env(env)
+    except ValueError as exc:
+        warnings.append(f"not following the leader: {LWS_LEADER_ADDRESS_ENV} is unusable ({exc})")
+        return None
+    if target is None:
+        return None
+    return LeaderConfig(target, args.leader_token_file, "LeaderWorkerSet (LWS_WORKER_INDEX > 0)")
+
+
+def resolve_drain_config(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> DrainConfig:
+    warnings: list[str] = []
+    leader = resolve_leader(args, os.environ if env is None else env, warnings)
     return DrainConfig(
         read=resolve_read_config(args),
+        leader=leader,
+        warnings=tuple(warnings),
         grace_s=args.grace,
         route_wait_s=args.route_wait,
         exit_reserve_s=args.exit_reserve,

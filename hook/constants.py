@@ -44,6 +44,10 @@ READ_TIMEOUT_S = 2.0
 # leaves room to grow while a runaway body cannot make the hook hold tens of MB.
 MAX_BODY_BYTES = 4 * 1024 * 1024
 
+# drain-sidecar's port (see sidecar/constants.py for why this one): a worker Pod's hook reads its
+# leader's sidecar there.
+SIDECAR_PORT = 8490
+
 # Two consecutive idle reads on complete envelopes: a single unlucky zero (a request between
 # its arrival and its admission to the queue) cannot end the drain.
 IDLE_READS_REQUIRED = 2

@@ -19,6 +19,7 @@ class DrainOutcome(enum.Enum):
     IDLE = "idle"  # two consecutive complete idle reads: exit 0
     DEADLINE = "deadline"  # G - exit reserve reached with work in flight or unknown: exit 10
     UNMEASURABLE = "unmeasurable"  # refused / HTTP error / TLS failure: exit 11
+    LEADER_GONE = "leader_gone"  # a worker following its leader: the leader's sidecar or engine is gone: exit 0
 
     @property
     def exit_code(self) -> ExitCode:
@@ -29,6 +30,8 @@ _EXIT_CODES = {
     DrainOutcome.IDLE: ExitCode.OK,
     DrainOutcome.DEADLINE: ExitCode.DEADLINE,
     DrainOutcome.UNMEASURABLE: ExitCode.UNMEASURABLE,
+    # The normal end of a worker's wait (the leader leaves first): not a failed hook in kubelet's events.
+    DrainOutcome.LEADER_GONE: ExitCode.OK,
 }
 
 _SPLIT_ROLES = (Role.PREFILL, Role.DECODE)
@@ -141,13 +144,16 @@ def next_step(plan: DrainPlan, state: DrainState, now: float) -> ReadAt | Finish
     return ReadAt(at=at, timeout_s=min(plan.read_timeout_s, plan.deadline_at - at))
 
 
-def after_read(state: DrainState, read: Read) -> tuple[DrainState, Finish | None]:
-    """Fold one read into the state; finish on a read that ends the drain or on enough idle reads."""
+def after_read(state: DrainState, read: Read, *, following_leader: bool = False) -> tuple[DrainState, Finish | None]:
+    """Fold one read into the state; finish on a read that ends the drain or on enough idle reads.
+    For a worker following its leader, a read that ends the drain means the leader is gone."""
     idle = read.outcome.is_idle
     streak = state.idle_streak + 1 if idle else 0
     first_idle_at = (state.first_idle_at if state.idle_streak else read.started_at) if idle else None
     new = DrainState(reads=state.reads + 1, idle_streak=streak, last_read=read, first_idle_at=first_idle_at)
     if read.outcome.ends_drain:
+        if following_leader:
+            return new, Finish(DrainOutcome.LEADER_GONE, read.detail)
         return new, Finish(DrainOutcome.UNMEASURABLE, f"nothing to measure: {read.detail}")
     if streak >= IDLE_READS_REQUIRED:
         return new, Finish(DrainOutcome.IDLE, f"{streak} consecutive complete reads summed to zero")

@@ -25,6 +25,7 @@ from hook.decision import (
 )
 from hook.events import EventLog
 from hook.outcome import Read, read_fields
+from hook.leader import LeaderReader
 from hook.reader import EngineReader
 
 # While busy, a changed in-flight count is logged at most this often: a timeline people can
@@ -68,7 +69,11 @@ def run_drain(config: DrainConfig, started_at: float, log: EventLog, *,
     configured EngineReader, whose switch to the engine's own port is logged as a warning)."""
     rc = config.read
     if read is None:
-        read = EngineReader(rc, lambda message: log.warning("config_warning", message=message)).read
+        if config.leader is not None:
+            read = LeaderReader(config.leader).read
+        else:
+            read = EngineReader(rc, lambda message: log.warning("config_warning", message=message)).read
+    following_leader = config.leader is not None
     plan = DrainPlan.build(started_at=started_at, grace_s=config.grace_s, route_wait_s=config.route_wait_s,
                            exit_reserve=initial_exit_reserve(config), interval_s=config.interval_s,
                            busy_interval_s=config.busy_interval_s, read_timeout_s=rc.read_timeout_s)
@@ -82,7 +87,7 @@ def run_drain(config: DrainConfig, started_at: float, log: EventLog, *,
         if isinstance(step, Finish):
             return _result(state, step, started_at, clock.now())
         current = read(step.timeout_s)
-        state, finish = after_read(state, current)
+        state, finish = after_read(state, current, following_leader=following_leader)
         progress.observe(current, state.reads, clock.now())
         grown = reserve_after_read(plan.exit_reserve, current)
         if grown is not None:
@@ -104,6 +109,9 @@ def initial_exit_reserve(config: DrainConfig) -> ExitReserve:
 
 def _log_start(config: DrainConfig, plan: DrainPlan, log: EventLog) -> None:
     rc = config.read
+    target, target_source = rc.target.url, rc.target.source
+    if config.leader is not None:
+        target, target_source = config.leader.target.url, f"the leader's drain-sidecar, from {config.leader.source}"
     log.emit(
         "drain_started",
         version=__version__,
@@ -112,14 +120,14 @@ def _log_start(config: DrainConfig, plan: DrainPlan, log: EventLog) -> None:
         deadline_s=round(plan.deadline_at - plan.started_at, 3),
         exit_reserve_s=plan.exit_reserve.seconds,
         exit_reserve_reason=plan.exit_reserve.reason,
-        target=rc.target.url,
-        target_source=rc.target.source,
+        target=target,
+        target_source=target_source,
         engine=rc.hint.kind.value if rc.hint.kind else "detect",
         role=rc.hint.role.value if rc.hint.role else "detect",
         engine_source=rc.hint.source,
         log_mirror=log.mirror_status,
     )
-    for warning in rc.warnings:
+    for warning in rc.warnings + config.warnings:
         log.warning("config_warning", message=warning)
     if not constants.ADMITTED_GRACE_MIN_S <= config.grace_s <= constants.ADMITTED_GRACE_MAX_S:
         log.warning("config_warning", message=(

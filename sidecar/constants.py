@@ -4,7 +4,7 @@ The drain's constants (read timeout, body cap, grace) live in hook/constants.py 
 imported from there; these are only what serving the controller adds.
 """
 
-from hook.constants import DEFAULT_GRACE_S
+from hook.constants import DEFAULT_GRACE_S, SIDECAR_PORT
 
 # Every response's `schema`: a client checks it before trusting the field layout. Bump the
 # version on any change a client could misread; adding an optional field is not one.
@@ -14,7 +14,7 @@ SCHEMA_VERSION = "modeldrain.sidecar/v1"
 # engine binds: not vLLM's 8000 or SGLang's 30000 (and the ports SGLang derives above it),
 # not 8080/9090 (proxies, Prometheus), not 9400 (NVIDIA's DCGM exporter), and below Linux's
 # ephemeral range (32768+) where vLLM's and SGLang's randomly chosen internal ports land.
-DEFAULT_LISTEN_PORT = 8490
+DEFAULT_LISTEN_PORT = SIDECAR_PORT
 # The controller reads the sidecar by Pod IP, so it listens on every address, IPv4 and IPv6
 # ("" in --listen ":PORT"); the engine read stays on loopback whatever this says.
 DEFAULT_LISTEN_HOST = ""
