@@ -25,6 +25,7 @@ from sidecar import constants
 from sidecar.app import MALFORMED_ROUTE, REJECTED_ROUTE, Service, make_app
 from sidecar.auth import TokenFile
 from sidecar.coalescer import Coalescer
+from sidecar.drain_job import DrainJobs
 from sidecar.config import SidecarConfig, build_parser, resolve_config
 from sidecar.envelope import Identity
 from sidecar.library_logs import route_library_logs
@@ -63,6 +64,7 @@ async def serve(config: SidecarConfig, log: EventLog) -> int:
         lifecycle=lifecycle,
         metrics=metrics,
         tokens=tokens,
+        drains=DrainJobs(config.read, log),
         openapi_json=load_openapi(),
         # The read in flight, the spacing, then this caller's own read.
         work_wait_s=(2 * config.read.read_timeout_s + constants.MIN_READ_INTERVAL_S

@@ -67,6 +67,11 @@ KEEPALIVE_TIMEOUT_S = 10.0
 # At exit, requests still running get this long to finish (a /v1/work waits at most ~2 reads).
 SHUTDOWN_TIMEOUT_S = 5.0
 
+# Calls waiting on GET /v1/drain at once. kubelet calls once per container hook (and may repeat),
+# so a few suffice; past this a call gets 429 at once, and a flood of drain calls (the route needs
+# no token) can hold no more of the connection slots than this.
+MAX_DRAIN_WAITERS = 8
+
 # The token file holds one bearer token; anything bigger is not a token.
 MAX_TOKEN_FILE_BYTES = 4096
 

@@ -32,7 +32,7 @@ def test_routes_match():
     assert all(set(ops) == {"get"} for ops in SPEC["paths"].values())
     for path, ops in SPEC["paths"].items():
         needs_token = bool(ops["get"]["security"])
-        assert needs_token == path.startswith(app.API_PREFIX), path
+        assert needs_token == (path.startswith(app.API_PREFIX) and path not in app.TOKENLESS), path
 
 
 def test_enums_come_from_the_code():
@@ -51,7 +51,8 @@ def test_documented_port():
 
 TOKEN = "schema-test-token"
 
-schema = schemathesis.openapi.from_path(str(SPEC_PATH))
+# /v1/drain waits as long as the drain runs (up to the grace it is given): tested on its own.
+schema = schemathesis.openapi.from_path(str(SPEC_PATH)).exclude(path="/v1/drain")
 
 
 @pytest.fixture(scope="module")
