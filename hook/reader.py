@@ -42,29 +42,40 @@ def _read(target: Target, hint: EngineHint, started_at: float, *, timeout_s: flo
     except FetchError as exc:
         return done(replace(base, http_status=exc.status), exc.outcome, exc.detail)
     fetched = replace(base, http_status=response.status, body_bytes=len(response.body))
+    deadline_at = started_at + timeout_s
     try:
-        parsed = exposition.parse(response.body, response.content_type)
+        parsed = exposition.parse(response.body, response.content_type, deadline_at=deadline_at)
+        read, outcome, detail = _classify(fetched, parsed, hint)
+        if outcome is ReadOutcome.IDLE:
+            # Idle only when the whole body, fully parsed, says so too.
+            parsed = exposition.parse_whole(response.body, response.content_type, deadline_at=deadline_at)
+            read, outcome, detail = _classify(fetched, parsed, hint)
+    except exposition.ParseTimeout as exc:
+        return done(fetched, ReadOutcome.TIMEOUT, str(exc))
     except exposition.ExpositionError as exc:
         return done(fetched, ReadOutcome.UNPARSEABLE, str(exc))
+    return done(read, outcome, detail)
 
+
+def _classify(fetched: Read, parsed: exposition.Exposition, hint: EngineHint) -> tuple[Read, ReadOutcome, str]:
+    """What the parsed samples say: the read's fields, its outcome and the words for it."""
     kind = hint.kind or parsed.kind
-    parsed_read = replace(fetched, kind=kind, process_start_time=parsed.process_start_time,
-                          restart_counters=parsed.restart_counters)
+    read = replace(fetched, kind=kind, process_start_time=parsed.process_start_time,
+                   restart_counters=parsed.restart_counters)
     if kind is None:
-        return done(parsed_read, ReadOutcome.INCOMPLETE, "no vllm: or sglang: metrics: engine unknown")
+        return read, ReadOutcome.INCOMPLETE, "no vllm: or sglang: work metrics: engine unknown"
     envelope = gauge_set(kind, hint.role or parsed.sglang_role or Role.UNIFIED)
     measured = exposition.measure(parsed, envelope)
-    measured_read = replace(parsed_read, role=envelope.role, gauges=measured.gauges, missing=measured.missing)
+    read = replace(read, role=envelope.role, gauges=measured.gauges, missing=measured.missing)
     if measured.invalid:
-        return done(measured_read, ReadOutcome.INVALID_VALUE,
-                    "negative, NaN or infinite value in " + ", ".join(measured.invalid))
+        return read, ReadOutcome.INVALID_VALUE, "negative, NaN or infinite value in " + ", ".join(measured.invalid)
     in_flight = measured.in_flight
-    measured_read = replace(measured_read, in_flight=in_flight)
+    read = replace(read, in_flight=in_flight)
     if measured.missing:
-        return done(measured_read, ReadOutcome.INCOMPLETE, "missing " + ", ".join(measured.missing))
+        return read, ReadOutcome.INCOMPLETE, "missing " + ", ".join(measured.missing)
     if in_flight == 0:
-        return done(measured_read, ReadOutcome.IDLE, "every work gauge reads zero")
-    return done(measured_read, ReadOutcome.BUSY, f"{in_flight:g} in flight")
+        return read, ReadOutcome.IDLE, "every work gauge reads zero (the whole body parsed)"
+    return read, ReadOutcome.BUSY, f"{in_flight:g} in flight"
 
 
 class EngineReader:
