@@ -42,19 +42,26 @@ def _read(target: Target, hint: EngineHint, started_at: float, *, timeout_s: flo
     except FetchError as exc:
         return done(replace(base, http_status=exc.status), exc.outcome, exc.detail)
     fetched = replace(base, http_status=response.status, body_bytes=len(response.body))
-    deadline_at = started_at + timeout_s
+    read, outcome, detail = read_body(fetched, response.body, response.content_type, hint,
+                                      deadline_at=started_at + timeout_s)
+    return done(read, outcome, detail)
+
+
+def read_body(fetched: Read, body: bytes, content_type: str, hint: EngineHint, *,
+              deadline_at: float) -> tuple[Read, ReadOutcome, str]:
+    """What a body says, by deadline_at: the read's fields, its outcome, and the words for it."""
     try:
-        parsed = exposition.parse(response.body, response.content_type, deadline_at=deadline_at)
+        parsed = exposition.parse(body, content_type, deadline_at=deadline_at)
         read, outcome, detail = _classify(fetched, parsed, hint)
         if outcome is ReadOutcome.IDLE:
             # Idle only when the whole body, fully parsed, says so too.
-            parsed = exposition.parse_whole(response.body, response.content_type, deadline_at=deadline_at)
+            parsed = exposition.parse_whole(body, content_type, deadline_at=deadline_at)
             read, outcome, detail = _classify(fetched, parsed, hint)
     except exposition.ParseTimeout as exc:
-        return done(fetched, ReadOutcome.TIMEOUT, str(exc))
+        return fetched, ReadOutcome.TIMEOUT, str(exc)
     except exposition.ExpositionError as exc:
-        return done(fetched, ReadOutcome.UNPARSEABLE, str(exc))
-    return done(read, outcome, detail)
+        return fetched, ReadOutcome.UNPARSEABLE, str(exc)
+    return read, outcome, detail
 
 
 def _classify(fetched: Read, parsed: exposition.Exposition, hint: EngineHint) -> tuple[Read, ReadOutcome, str]:
