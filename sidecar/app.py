@@ -18,6 +18,7 @@ from hook.events import EventLog
 from sidecar import errors
 from sidecar.auth import TokenFile
 from sidecar.coalescer import Coalescer
+from sidecar.command import CommandWatch
 from sidecar.constants import MAX_REQUEST_BODY_BYTES
 from sidecar.envelope import Identity, work_envelope
 from sidecar.lifecycle import Lifecycle
@@ -46,6 +47,7 @@ class Service:
     metrics: SidecarMetrics
     tokens: TokenFile | None
     openapi_json: bytes
+    command: CommandWatch  # the engine's own command, for the retirement protocol's refusal
     work_wait_s: float  # the longest a /v1/work waits for its read
     log: EventLog
 
@@ -117,7 +119,8 @@ async def work(request: web.Request) -> web.Response:
     except TimeoutError:
         raise ApiError(504, errors.READ_TIMEOUT,
                        f"no fresh read of the engine finished within {service.work_wait_s:g} s") from None
-    return _json(work_envelope(service.identity, sample, terminating=service.lifecycle.terminating))
+    return _json(work_envelope(service.identity, sample, command=service.command.current(),
+                               terminating=service.lifecycle.terminating))
 
 
 async def openapi(request: web.Request) -> web.Response:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from hook.config import ReadConfig
 from hook.outcome import Read, ReadOutcome
 from hook.reader import read_work
+from sidecar.idle_run import IdleRunTracker
 from sidecar.incarnation import Incarnation, IncarnationTracker, Observation
 from sidecar.metrics import SidecarMetrics
 
@@ -26,6 +27,7 @@ class Sample:
     started_at_unix: float  # wall time at the read's start, for people and logs
     read: Read
     incarnation: Incarnation
+    idle_run_since_seq: int | None = None  # sidecar/idle_run.py
 
 
 class EngineSampler:
@@ -33,6 +35,7 @@ class EngineSampler:
         self._config = config
         self._metrics = metrics
         self._tracker = IncarnationTracker()
+        self._idle_run = IdleRunTracker()
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine-read")
 
     async def sample(self, seq: int) -> Sample:
@@ -47,8 +50,9 @@ class EngineSampler:
             counters=read.restart_counters or None,
         )
         incarnation = self._tracker.observe(seq, observation)
+        idle_run_since_seq = self._idle_run.observe(seq, idle=read.outcome.is_idle, incarnation=incarnation.value)
         self._metrics.observe_read(read, incarnation.value)
-        return Sample(seq, started_at_unix, read, incarnation)
+        return Sample(seq, started_at_unix, read, incarnation, idle_run_since_seq)
 
     def close(self) -> None:
         # A read still running ends by its own deadline; do not wait for it.

@@ -16,5 +16,6 @@ def sidecar(vllm_engine):
     """A sidecar reading the module's vLLM emulator, with a short read timeout so hangs are quick."""
     with SidecarProcess("--port", str(vllm_engine.port), "--engine", "vllm", "--read-timeout", "0.5",
                         "--max-body-bytes", "1048576",
-                        env={"POD_NAME": "replica-0-abc", "LWS_WORKER_INDEX": "0", "LWS_GROUP_SIZE": "2"}) as s:
+                        env={"POD_NAMESPACE": "team-a", "POD_NAME": "replica-0-abc", "POD_UID": "uid-0",
+                             "MEMBER_CONFIGURATION": "rev-1", "LWS_WORKER_INDEX": "0", "LWS_GROUP_SIZE": "2"}) as s:
         yield s
