@@ -31,6 +31,9 @@ signals: SIGTERM keeps serving until the engine's listener refuses a connection 
   then exits 0. SIGINT exits 0 at once.
 
 exit codes: 0 stopped by a signal; 2 usage error; 3 cannot listen on --listen.
+
+drain-sidecar retirement URL [URL...]: the retirement protocol's verdict for one replica, read from
+  its members' sidecars (see drain-sidecar retirement --help).
 """
 
 
