@@ -143,9 +143,10 @@ def test_reset_unparseable_tls_error_and_an_unknown_engine_answer_within_the_con
         assert _work(s)["read"]["outcome"] == "tls_error"
 
 
-def test_an_sglang_prefill_member_answers_within_the_contract():
+def test_an_sglang_prefill_member_answers_within_the_contract(tmp_path):
     with EngineProcess("--kind", "sglang", "--role", "prefill") as engine, \
-            SidecarProcess("--port", str(engine.port), "--engine", "sglang", "--disaggregation-mode", "prefill") as s:
+            SidecarProcess("--port", str(engine.port), "--engine", "sglang", "--disaggregation-mode", "prefill",
+                           "--proc-root", str(tmp_path)) as s:
         body = _work(s)
         kill_now(engine)
     assert body["read"]["role"] == "prefill" and body["read"]["outcome"] == "idle"

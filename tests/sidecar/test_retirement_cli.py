@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -12,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from emulation.engine_process import EngineProcess
-from emulation.launch import LaunchShape
+from emulation.launch import LaunchShape, launch_command
 from hook.exitcodes import ExitCode
 from .secret_volume import k8s_secret
 from .sidecar_process import SidecarProcess, kill_now
@@ -34,11 +33,13 @@ def verdict(result: subprocess.CompletedProcess) -> dict:
     return json.loads(lines[0])
 
 
-def proc_with(tmp_path: Path, pid: int) -> str:
-    """A /proc that shows one process, the engine, as a Pod sharing its process namespace would."""
+def proc_with(tmp_path: Path, *argv: str) -> str:
+    """The /proc a Pod sharing its process namespace shows the sidecar: one process, the engine, with
+    the argv the operator rendered. (Not this machine's /proc: an engine-shaped process there would
+    be seen by every other test's sidecar and hook that is told nothing.)"""
     root = tmp_path / "proc"
-    root.mkdir()
-    os.symlink(f"/proc/{pid}", root / str(pid))
+    (root / "7").mkdir(parents=True)
+    (root / "7" / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
     return str(root)
 
 
@@ -48,13 +49,14 @@ def pod_env(name: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def vllm():
-    with EngineProcess(launch=LaunchShape.VLLM_CLI) as engine:
+    with EngineProcess("--kind", "vllm") as engine:
         yield engine
         kill_now(engine)
 
 
 def test_an_idle_single_pod_may_be_deleted_after_two_rounds(vllm, tmp_path):
-    with SidecarProcess("--port", str(vllm.port), "--read-timeout", "0.5", "--proc-root", proc_with(tmp_path, vllm.pid),
+    proc = proc_with(tmp_path, "python3", "/usr/local/bin/vllm", "serve", "/models/tiny", "--port", str(vllm.port))
+    with SidecarProcess("--port", str(vllm.port), "--read-timeout", "0.5", "--proc-root", proc,
                         env=pod_env("llm-0")) as s:
         started = time.monotonic()
         result = retirement(s.base_url, "--pod", "team-a/llm-0/uid-llm-0", "--trace")
@@ -91,11 +93,12 @@ def test_the_token_is_sent_from_the_file(vllm, tmp_path):
 
 @pytest.mark.parametrize("mode", ["prefill", "decode"])
 def test_an_sglang_prefill_or_decode_member_is_refused_from_its_own_command(mode, tmp_path):
-    with EngineProcess(launch=LaunchShape.SGLANG_MODULE, launch_engine_args=("--disaggregation-mode", mode)) as engine:
-        assert f"--disaggregation-mode" in engine.argv
+    with EngineProcess("--kind", "sglang", "--role", mode) as engine:
+        argv = launch_command(LaunchShape.SGLANG_MODULE, tmp_path / "shims", port=engine.port,
+                              engine_args=("--disaggregation-mode", mode)).argv
         # The sidecar is told nothing: it finds the engine's argv in (its view of) /proc.
         with SidecarProcess("--port", str(engine.port), "--read-timeout", "0.5",
-                            "--proc-root", proc_with(tmp_path, engine.pid), env=pod_env(f"{mode}-0")) as s:
+                            "--proc-root", proc_with(tmp_path, *argv), env=pod_env(f"{mode}-0")) as s:
             answer = s.work()
             result = retirement(s.base_url)
         kill_now(engine)
