@@ -19,6 +19,7 @@ from sidecar import errors
 from sidecar.auth import TokenFile
 from sidecar.coalescer import Coalescer
 from hook.flags import MAX_SECONDS, parse_seconds
+from sidecar.command import CommandWatch
 from sidecar.constants import MAX_DRAIN_WAITERS, MAX_REQUEST_BODY_BYTES, TOKEN_FILE_WAIT_S
 from sidecar.drain_job import DrainJobs
 from sidecar.envelope import Identity, work_envelope
@@ -57,6 +58,7 @@ class Service:
     tokens: TokenFile | None
     drains: DrainJobs
     openapi_json: bytes
+    command: CommandWatch  # the engine's own command, for the retirement protocol's refusal
     work_wait_s: float  # the longest a /v1/work waits for its read
     log: EventLog
 
@@ -134,7 +136,8 @@ async def work(request: web.Request) -> web.Response:
     except TimeoutError:
         raise ApiError(504, errors.READ_TIMEOUT,
                        f"no fresh read of the engine finished within {service.work_wait_s:g} s") from None
-    return _json(work_envelope(service.identity, sample, terminating=service.lifecycle.terminating))
+    return _json(work_envelope(service.identity, sample, command=service.command.current(),
+                               terminating=service.lifecycle.terminating))
 
 
 async def drain(request: web.Request) -> web.Response:

@@ -25,6 +25,7 @@ from sidecar import constants
 from sidecar.app import MALFORMED_ROUTE, REJECTED_ROUTE, Service, make_app
 from sidecar.auth import TokenFile
 from sidecar.coalescer import Coalescer
+from sidecar.command import CommandWatch
 from sidecar.drain_job import DrainJobs
 from sidecar.config import SidecarConfig, build_parser, resolve_config
 from sidecar.envelope import Identity
@@ -66,6 +67,8 @@ async def serve(config: SidecarConfig, log: EventLog) -> int:
         tokens=tokens,
         drains=DrainJobs(config.read, log),
         openapi_json=load_openapi(),
+        command=CommandWatch(config.stated.kind, config.stated.role, config.proc_root,
+                             rescan_interval_s=constants.COMMAND_RESCAN_INTERVAL_S),
         # The read in flight, the spacing, then this caller's own read.
         work_wait_s=(2 * config.read.read_timeout_s + constants.MIN_READ_INTERVAL_S
                      + constants.WORK_WAIT_SLACK_S),
@@ -102,7 +105,8 @@ async def serve(config: SidecarConfig, log: EventLog) -> int:
         log.emit("listening", addresses=[f"{h}:{p}" for h, p in addresses], target=identity.target_url,
                  target_source=config.read.target.source,
                  engine_hint=config.read.hint.kind.value if config.read.hint.kind else None,
-                 pod=config.pod, worker_index=config.member.worker_index,
+                 pod=config.pod.name, namespace=config.pod.namespace, uid=config.pod.uid,
+                 worker_index=config.member.worker_index,
                  group_size=config.member.group_size, auth="bearer" if tokens else "open",
                  instance=identity.instance)
         if config.ready_file:

@@ -8,7 +8,9 @@ from hook.constants import DEFAULT_GRACE_S, SIDECAR_PORT
 
 # Every response's `schema`: a client checks it before trusting the field layout. Bump the
 # version on any change a client could misread; adding an optional field is not one.
-SCHEMA_VERSION = "modeldrain.sidecar/v1"
+# v2: the Pod named by namespace, name and UID; the engine's own command; the read's monotonic
+# start and its idle run; null listed in every nullable enum.
+SCHEMA_VERSION = "modeldrain.sidecar/v2"
 
 # The Pod's containers share one network namespace, so the port must clash with nothing the
 # engine binds: not vLLM's 8000 or SGLang's 30000 (and the ports SGLang derives above it),
@@ -82,4 +84,15 @@ TOKEN_FILE_WAIT_S = 1.0
 # Kubernetes' downward API gives these to LeaderWorkerSet members.
 LWS_WORKER_INDEX_ENV = "LWS_WORKER_INDEX"
 LWS_GROUP_SIZE_ENV = "LWS_GROUP_SIZE"
+# The downward API gives these (fieldRef metadata.name, metadata.namespace, metadata.uid): Pod IPs
+# are reused, so an answer names the Pod it comes from.
 POD_NAME_ENV = "POD_NAME"
+POD_NAMESPACE_ENV = "POD_NAMESPACE"
+POD_UID_ENV = "POD_UID"
+# What the replica was created from (e.g. the LeaderWorkerSet template-revision-hash label): the
+# members of one replica must agree on it before the controller trusts its leader's answer.
+MEMBER_CONFIGURATION_ENV = "MEMBER_CONFIGURATION"
+
+# Until the engine's own command is found in /proc (a native sidecar starts before its engine),
+# look again at most this often: one listing of /proc, well under a millisecond in a Pod.
+COMMAND_RESCAN_INTERVAL_S = 1.0

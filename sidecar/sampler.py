@@ -16,6 +16,7 @@ from hook.config import ReadConfig
 from hook.events import EventLog
 from hook.outcome import Read, ReadOutcome
 from hook.reader import EngineReader
+from sidecar.idle_run import IdleRunTracker
 from sidecar.incarnation import Incarnation, IncarnationTracker, Observation
 from sidecar.metrics import SidecarMetrics
 
@@ -27,6 +28,7 @@ class Sample:
     read: Read
     incarnation: Incarnation
     target_url: str  # what was read: the configured target, or the engine's own port it moved to
+    idle_run_since_seq: int | None = None  # sidecar/idle_run.py
 
 
 class EngineSampler:
@@ -35,6 +37,7 @@ class EngineSampler:
         self._reader = EngineReader(config, lambda message: log.warning("config_warning", message=message))
         self._metrics = metrics
         self._tracker = IncarnationTracker()
+        self._idle_run = IdleRunTracker()
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine-read")
 
     async def sample(self, seq: int) -> Sample:
@@ -47,8 +50,9 @@ class EngineSampler:
             counters=read.restart_counters or None,
         )
         incarnation = self._tracker.observe(seq, observation)
+        idle_run_since_seq = self._idle_run.observe(seq, idle=read.outcome.is_idle, incarnation=incarnation.value)
         self._metrics.observe_read(read, incarnation.value)
-        return Sample(seq, started_at_unix, read, incarnation, self._reader.target.url)
+        return Sample(seq, started_at_unix, read, incarnation, self._reader.target.url, idle_run_since_seq)
 
     def close(self) -> None:
         # A read still running ends by its own deadline; do not wait for it.

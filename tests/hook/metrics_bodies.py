@@ -168,7 +168,7 @@ def _rendered() -> list[tuple[list[str], bool]]:
             metric.samples.extend(family.samples)
             families.append(metric)
         registry = CollectorRegistry(auto_describe=False)
-        registry.register(_Families(families))  # type: ignore[arg-type]
+        registry.register(_Families(families))
         out.append((text.split("\n")[:-1], False))
         out.append((render_text(registry).decode().split("\n")[:-1], False))
         out.append((openmetrics_exposition.generate_latest(registry, escaping=openmetrics_exposition.ALLOWUTF8)

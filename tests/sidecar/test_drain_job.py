@@ -12,6 +12,7 @@ import sidecar as package
 from emulation.engine_process import EngineProcess
 from tests.engine_work import send_requests
 
+from .contract import assert_error, violations
 from .secret_volume import k8s_secret
 from .sidecar_process import SidecarProcess, kill_now
 
@@ -54,6 +55,7 @@ def test_a_busy_engine_is_drained_once_for_every_caller_and_no_token_is_needed(g
     assert (a1["joined"], a2["joined"]) == (False, True) and a1["reads"] == a2["reads"] >= 3
     assert 7.0 <= t1 < 10.0  # the route wait, the work, then two idle reads a second apart
     assert set(a1) == set(SCHEMA["DrainResult"]["required"])
+    assert not violations("DrainResult", a1) and not violations("DrainResult", a2)
     # A repeated call within the grace (kubelet's delivery is at-least-once) gets the answer at once.
     again: list = []
     call(guarded, "/v1/drain?grace=30", again)
@@ -65,7 +67,7 @@ def test_a_busy_engine_is_drained_once_for_every_caller_and_no_token_is_needed(g
 @pytest.mark.parametrize("query", ["", "?grace=abc", "?grace=0", "?grace=-5", "?grace=nan", "?grace=1e10"])
 def test_a_bad_grace_is_a_400(guarded, query):
     status, body, _ = guarded.request("GET", f"/v1/drain{query}")
-    assert status == 400 and json.loads(body)["error"] == "bad_request"
+    assert status == 400 and assert_error(json.loads(body))["error"] == "bad_request"
     assert "abc" not in json.loads(body)["message"]
 
 
@@ -87,4 +89,6 @@ def test_callers_past_the_cap_get_429_and_the_deadline_ends_the_drain():
     assert statuses == [200] * 8 + [429]
     answers = [r[1] for r in results if r[0] == 200]
     assert all(a["outcome"] == "deadline" and a["exit_code"] == 10 for a in answers)
+    assert all(not violations("DrainResult", a) for a in answers)
+    assert_error(next(r[1] for r in results if r[0] == 429))
     assert all(6.5 <= r[2] < 8.5 for r in results if r[0] == 200)  # G - 5 = 7 s after the first call
