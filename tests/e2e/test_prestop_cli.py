@@ -13,6 +13,7 @@ import pytest
 from emulation.engine_process import EngineProcess, free_port
 
 from tests.engine_work import send_requests
+from tests.pipes import fill
 
 from .prestop_run import FAST, NO_PROCESSES, PRESTOP, run_prestop, start_prestop
 
@@ -164,13 +165,7 @@ def test_closed_stdout_and_stderr_do_not_stop_the_drain():
 def test_a_log_reader_that_stalls_does_not_stall_the_drain(tmp_path):
     # stderr is a pipe nobody reads, already full: the drain still returns on time.
     read_end, write_end = os.pipe()
-    os.set_blocking(write_end, False)
-    try:
-        while True:
-            os.write(write_end, b"x" * 65536)
-    except BlockingIOError:
-        pass
-    os.set_blocking(write_end, True)
+    fill(write_end)
     try:
         with EngineProcess("--kind", "vllm") as engine:
             started = time.monotonic()
