@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import time
 
-
 from emulation.engine_process import EngineProcess
 from emulation.kubelet import delete_pod
 from emulation.load import LoadGenerator, UniformDurations
