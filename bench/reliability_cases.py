@@ -53,6 +53,15 @@ class Canned:
 
 
 @dataclass(frozen=True)
+class Streamed:
+    """`head`, then `repeat` every `every_s` for as long as the reader stays: an answer that never ends."""
+
+    head: bytes
+    repeat: bytes
+    every_s: float
+
+
+@dataclass(frozen=True)
 class Emulated:
     """The engine emulator (vLLM) with requests in flight, misbehaving in this mode
     (emulation/misbehaviour.py)."""
@@ -65,7 +74,8 @@ class NothingListens:
     """A port nothing listens on: connections are refused."""
 
 
-Served = Canned | Emulated | NothingListens
+Served = Canned | Streamed | Emulated | NothingListens
+Scripted = Canned | Streamed | NothingListens  # what the bench's own listener (or none) serves
 
 
 class Stdio(enum.Enum):
@@ -93,6 +103,7 @@ class HostileCase:
     stdio: Stdio = Stdio.PIPES
     annotations: bytes | None = None  # the downward-API annotations file's content
     annotations_fifo: bool = False  # the annotations file is a FIFO nobody writes
+    annotations_link: str | None = None  # the annotations file is a symlink to this path
     engine_argv: tuple[str, ...] = ()  # a visible engine process: `vllm` with these arguments
     signal: Signal | None = None
     descriptors_spent: bool = False  # from its first log line on, no descriptor is left (EMFILE on connect)
@@ -136,6 +147,14 @@ def scripted_cases() -> list[HostileCase]:
                     idle_is_true=False, expected=DEADLINE),
         HostileCase("nothing listens (connection refused)", framing, NothingListens(), idle_is_true=False,
                     expected=UNMEASURABLE),
+        HostileCase("endless 100 Continue", framing, Streamed(b"", b"HTTP/1.1 100 Continue\r\n\r\n", 0.01),
+                    idle_is_true=False, expected=DEADLINE),
+        HostileCase("endless headers", framing, Streamed(b"HTTP/1.1 200 OK\r\n", b"X-Pad: 1\r\n", 0.01),
+                    idle_is_true=False, expected=DEADLINE),
+        HostileCase("Content-Length of 31 digits", framing,
+                    Canned(b"HTTP/1.1 200 OK\r\nContent-Length: " + b"9" * 31 + b"\r\n\r\n" + bodies.IDLE_VLLM),
+                    idle_is_true=False, expected=DEADLINE),
+        _body("a body that is not UTF-8", values, bodies.IDLE_VLLM + b"# \xff\xfe\n", idle=False),
         _body("work gauge: an integer too large for a float", values, bodies.vllm_body(bodies.TOO_LARGE_FOR_A_FLOAT),
               idle=False),
         _body("restart counter: an integer too large for a float", values,
@@ -170,6 +189,8 @@ def scripted_cases() -> list[HostileCase]:
                     stdio=Stdio.STDERR_CLOSED),
         HostileCase("annotations file is a FIFO", logs, BUSY, idle_is_true=False, expected=DEADLINE,
                     annotations_fifo=True),
+        HostileCase("annotations file is /dev/zero (endless)", logs, BUSY, idle_is_true=False, expected=DEADLINE,
+                    annotations_link="/dev/zero"),
         HostileCase("a 5 MB annotation value", logs, BUSY, idle_is_true=False, expected=DEADLINE,
                     annotations=b'prometheus.io/path="/' + b"a" * _5_MB + b'"\n'),
         HostileCase("a 0.9 MB annotation value (under the file's cap)", logs, BUSY, idle_is_true=False,

@@ -43,11 +43,13 @@ from bench.reliability_cases import (  # noqa: E402
     Emulated,
     HostileCase,
     NothingListens,
+    Scripted,
     Stdio,
+    Streamed,
     emulated_cases,
     scripted_cases,
 )
-from bench.reliability_server import ScriptedServer, canned  # noqa: E402
+from bench.reliability_server import Responder, ScriptedServer, canned  # noqa: E402
 from hook.events import MAX_LINE_BYTES  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -83,6 +85,7 @@ class HostileRun:
     own_elapsed_s: float | None  # the drain's own count, exec to its final line (drain_finished elapsed_s)
     said_idle: bool  # exit 0, or a final `idle`
     longest_log_line: int  # bytes, over every line it wrote that the bench could read
+    stderr_lines: int | None  # non-empty lines on stderr; None when the case closes or stalls it
     log_lines_dropped: int | None
     temp_left: int  # entries left in its private $TMPDIR
     problems: list[str] = field(default_factory=list)
@@ -92,8 +95,15 @@ class HostileRun:
     def lateness_s(self) -> float:
         return self.seconds - self.deadline_s
 
+    @property
+    def own_lateness_s(self) -> float | None:
+        """Its final line's own elapsed_s past the deadline: when it decided, before its exit's teardown."""
+        return None if self.own_elapsed_s is None else self.own_elapsed_s - self.deadline_s
+
     def as_dict(self) -> dict:
-        return dict(asdict(self), lateness_s=round(self.lateness_s, 3), seconds=round(self.seconds, 3))
+        own = self.own_lateness_s
+        return dict(asdict(self), lateness_s=round(self.lateness_s, 3), seconds=round(self.seconds, 3),
+                    own_lateness_s=None if own is None else round(own, 3))
 
 
 def judge(case: HostileCase, run: HostileRun) -> list[str]:
@@ -113,6 +123,8 @@ def judge(case: HostileCase, run: HostileRun) -> list[str]:
         problems.append(f"overrun: {run.lateness_s:.2f} s past its deadline")
     if code not in case.expected and not any(p.startswith("crash") for p in problems):
         problems.append(f"exit {code}, expected {'/'.join(str(c) for c in sorted(case.expected))}")
+    if code == 2 and run.stderr_lines is not None and run.stderr_lines != 1:
+        problems.append(f"a usage error of {run.stderr_lines} lines")  # one line says what is wrong
     if case.is_drain and code >= 0 and code != 2 and run.outcome is None:
         problems.append("no final line")
     if run.longest_log_line > MAX_LINE_BYTES:
@@ -124,11 +136,29 @@ def judge(case: HostileCase, run: HostileRun) -> list[str]:
 
 # --- what the hook reads --------------------------------------------------------------------------
 
+# An endless answer stops after this long even if its reader never leaves.
+STREAM_MAX_S = 60.0
+
+
+def streamed(served: Streamed) -> Responder:
+    def respond(conn: socket.socket) -> None:
+        conn.sendall(served.head)
+        stop_at = time.monotonic() + STREAM_MAX_S
+        while time.monotonic() < stop_at:  # until the reader leaves: then sendall raises
+            conn.sendall(served.repeat)
+            time.sleep(served.every_s)
+    return respond
+
+
+def responder(served: Canned | Streamed) -> Responder:
+    return canned(served.payload) if isinstance(served, Canned) else streamed(served)
+
+
 @contextlib.contextmanager
-def serving(served: Canned | NothingListens) -> Iterator[int]:
+def serving(served: Scripted) -> Iterator[int]:
     """The port the case's engine answers on, for as long as the run lasts."""
-    if isinstance(served, Canned):
-        with ScriptedServer(canned(served.payload)) as server:
+    if not isinstance(served, NothingListens):
+        with ScriptedServer(responder(served)) as server:
             yield server.port
         return
     # Bound but never listening: refused, and no other process can take the port meanwhile.
@@ -221,7 +251,7 @@ def _argv(case: HostileCase, executable: Path, port: int, work: Path) -> list[st
         argv += [*DRAIN_ARGS]
         argv += ["--log-mirror", str(work / "pid1-stdout")] if case.stdio is Stdio.MIRROR_STALLED else ["--quiet"]
     argv += ["--port", str(port), "--proc-root", str(work / "proc")]
-    if case.annotations is not None or case.annotations_fifo:
+    if case.annotations is not None or case.annotations_fifo or case.annotations_link:
         argv += ["--annotations", str(work / "annotations")]
     return argv + list(case.args)
 
@@ -264,6 +294,8 @@ def run_case(case: HostileCase, executable: Path, name: str, port: int) -> Hosti
             (work / "annotations").write_bytes(case.annotations)
         if case.annotations_fifo:
             os.mkfifo(work / "annotations")
+        if case.annotations_link:
+            (work / "annotations").symlink_to(case.annotations_link)
         stderr: int = subprocess.PIPE
         if case.stdio is Stdio.MIRROR_STALLED:
             stack.enter_context(stalled_fifo(work / "pid1-stdout"))
@@ -313,6 +345,7 @@ def run_case(case: HostileCase, executable: Path, name: str, port: int) -> Hosti
             own_elapsed_s=final.elapsed_s,
             said_idle=code == 0 or final.outcome == "idle",
             longest_log_line=max((len(line) for line in lines), default=0),
+            stderr_lines=sum(1 for line in stderr_data.splitlines() if line.strip()) if err is not None else None,
             log_lines_dropped=final.dropped,
             temp_left=len(os.listdir(work / "tmp")),
             # The run's private directory is named by what it is, not by where this machine put it.
@@ -378,7 +411,7 @@ def executables_present(wanted: list[str]) -> dict[str, Path]:
 def run_scripted(cases: list[HostileCase], executables: dict[str, Path], jobs: int,
                  progress: Progress = lambda message: None) -> list[HostileRun]:
     def one(case: HostileCase, name: str, path: Path) -> HostileRun:
-        assert isinstance(case.served, (Canned, NothingListens))
+        assert isinstance(case.served, (Canned, Streamed, NothingListens))
         with serving(case.served) as port:
             return run_case(case, path, name, port)
 
@@ -424,6 +457,7 @@ def summary(runs: list[HostileRun]) -> dict:
     def count(prefix: str) -> int:
         return sum(1 for r in runs if any(p.startswith(prefix) for p in r.problems))
     worst = max(runs, key=lambda r: r.lateness_s) if runs else None
+    own = [r.own_lateness_s for r in runs if r.own_lateness_s is not None]
     return {
         "cases": len({r.case for r in runs}),
         "runs": len(runs),
@@ -434,6 +468,7 @@ def summary(runs: list[HostileRun]) -> dict:
         "runs_with_problems": sum(1 for r in runs if r.problems),
         "max_lateness_s": round(worst.lateness_s, 3) if worst else None,
         "max_lateness_case": f"{worst.case} ({worst.executable})" if worst else None,
+        "max_own_lateness_s": round(max(own), 3) if own else None,
         "longest_log_line": max((r.longest_log_line for r in runs), default=0),
         "overrun_tolerance_s": OVERRUN_TOLERANCE_S,
     }

@@ -25,6 +25,10 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _signed(value: float | None) -> str:
+    return _DASH if value is None else f"{value:+.2f}"
+
+
 def _rate(client: dict) -> str:
     return f"{client['ok']}/{client['requests']}"
 
@@ -63,8 +67,10 @@ def _headline(rel: dict) -> list[str]:
          f"({', '.join(h['executables'].values())})", f"`{h['command']}`"],
         ["crashes (a traceback, an undocumented exit, an unsent signal)", str(summary["crashes"]), ""],
         ["false idles (idle while the engine was not)", str(summary["false_idles"]), ""],
-        [f"overruns (over {OVERRUN_TOLERANCE_S:g} s past G − reserve)",
-         f"{summary['overruns']}; worst lateness {summary['max_lateness_s']:+.2f} s ({summary['max_lateness_case']})", ""],
+        [f"overruns (an exit over {OVERRUN_TOLERANCE_S:g} s past G − reserve)",
+         f"{summary['overruns']}; worst lateness of an exit {summary['max_lateness_s']:+.2f} s "
+         f"({summary['max_lateness_case']}); of a final line, by the hook's own clock, "
+         f"{_signed(summary.get('max_own_lateness_s'))} s", ""],
         ["other exits than a correct hook's", str(summary["unexpected_exits"]), ""],
         ["longest log line", f"{summary['longest_log_line']:,} bytes (cap {MAX_LINE_BYTES:,})", ""],
         ["drain-sidecar: the same bodies", f"{len(answers)} bodies: {bad_status} × HTTP 500, {sidecar_false_idles} "
@@ -90,7 +96,9 @@ def _hostile_lines(h: dict) -> list[str]:
              f"`{h['command']}`. Each run is one exec with a short window: `--grace {GRACE_S:g} --exit-reserve "
              f"{EXIT_RESERVE_S:g} --route-wait {ROUTE_WAIT_S:g}`, so its deadline is {DEADLINE_S:g} s after the exec "
              "(for `prestop check`, the read timeout). *Late* is its exit, timed by the bench from just before the "
-             "exec, minus that deadline (negative: it returned earlier). The expected exit is a correct hook's, "
+             "exec, minus that deadline (negative: it returned earlier); *own* is its final line's `elapsed_s` (its "
+             "own clock, from the kernel's record of its exec) minus the deadline: when it decided, before its "
+             "process's teardown and the scheduler. The expected exit is a correct hook's, "
              "from the truth of the case (what the engine serves, or for the corpus, prometheus-client's parse of "
              "the whole body), never from what the hook did. The engine emulator's rows hold two requests in "
              "flight. *No descriptor left* lowers the hook's RLIMIT_NOFILE to its lowest free descriptor once it "
@@ -107,7 +115,7 @@ def _hostile_lines(h: dict) -> list[str]:
         by_case[run["case"]][run["executable"]] = run
     header = ["group", "case", "expected"]
     for name in names:
-        header += [f"{h['executables'][name]} exit", "late, s"]
+        header += [f"{h['executables'][name]} exit", "late, s", "own, s"]
     header += ["what the hook said", "problems"]
     rows = []
     for case in order:
@@ -116,13 +124,14 @@ def _hostile_lines(h: dict) -> list[str]:
         row = [first["group"], _cell(case), "/".join(str(c) for c in first["expected"])]
         for name in names:
             run = runs.get(name)
-            row += [str(run["exit_code"]), f"{run['lateness_s']:+.2f}"] if run else [_DASH, _DASH]
+            row += ([str(run["exit_code"]), f"{run['lateness_s']:+.2f}", _signed(run.get("own_lateness_s"))] if run
+                    else [_DASH, _DASH, _DASH])
         said = f"{first['outcome'] or _DASH}: {first['detail']}" if first["detail"] else (first["outcome"] or _DASH)
         left = [f"{n}: {r['temp_left']} left in $TMPDIR" for n, r in runs.items() if r["temp_left"]]
         row += [_cell(said[:160] + ("; " + "; ".join(left) if left else "")),
                 _problems(f"{n}: {p}" for n, r in runs.items() for p in r["problems"])]
         rows.append(row)
-    lines += _table(header, rows, "llr" + "rr" * len(names) + "ll")
+    lines += _table(header, rows, "llr" + "rrr" * len(names) + "ll")
     return lines + [""]
 
 
@@ -135,11 +144,13 @@ def _sidecar_lines(s: dict) -> list[str]:
              f"{a['seconds']:.2f}", f"{a['healthz_ms']}", _problems(a["problems"])] for a in s["answers"]]
     lines += _table(["body", "/v1/work", "verdict (outcome)", "seconds", "/healthz meanwhile, ms", "problems"],
                     rows, "lrlrrl")
-    start, swapped, fifo, term = (s["start_with_port_superscript"], s["token_swapped_for_fifo"],
-                                  s["token_fifo_at_start"], s["sigterm_mid_parse"])
+    start, swapped, fifo, term, unknown = (s["start_with_port_superscript"], s["token_swapped_for_fifo"],
+                                           s["token_fifo_at_start"], s["sigterm_mid_parse"], s["unknown_path"])
     lines += ["",
               f"- Started with a visible engine whose `--port` is `²`: /healthz {start['healthz_status']} — "
               f"{_problems(start['problems'])}.",
+              f"- An unknown path: {unknown['status']}, the path {'**echoed**' if unknown['echoed'] else 'not echoed'} "
+              f"— {_problems(unknown['problems'])}.",
               f"- Token file swapped for a FIFO while running: /v1/work {swapped['work_status']} in "
               f"{swapped['work_ms']} ms (fails closed), /healthz {swapped['healthz_status']} in "
               f"{swapped['healthz_ms']} ms — {_problems(swapped['problems'])}.",

@@ -29,8 +29,8 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import reliability_bodies as bodies  # noqa: E402
-from bench.reliability_cases import DRAINED, Canned, HostileCase, Stdio, scripted_cases  # noqa: E402
-from bench.reliability_hostile import OVERRUN_TOLERANCE_S, TRACEBACK  # noqa: E402
+from bench.reliability_cases import DRAINED, Canned, HostileCase, Stdio, Streamed, scripted_cases  # noqa: E402
+from bench.reliability_hostile import OVERRUN_TOLERANCE_S, TRACEBACK, responder  # noqa: E402
 from bench.reliability_meter import CONTROLLER_TIMEOUT_S, timed_get  # noqa: E402
 from bench.reliability_server import ScriptedServer, canned  # noqa: E402
 from sidecar.constants import SHUTDOWN_TIMEOUT_S, TOKEN_FILE_WAIT_S  # noqa: E402
@@ -42,6 +42,11 @@ HEALTHZ_AFTER_S = 0.05
 LINGER_MAX_S = 1.0
 # A sidecar started on a FIFO token file has this long to refuse it before it counts as blocked.
 START_REFUSAL_WAIT_S = 20.0
+
+
+# The figures besides the bodies, each {..., "problems": [...]}.
+SINGLE_FIGURES = ("start_with_port_superscript", "unknown_path", "token_swapped_for_fifo", "token_fifo_at_start",
+                  "sigterm_mid_parse")
 
 
 @dataclass
@@ -62,9 +67,9 @@ class SidecarAnswer:
 
 def body_cases() -> list[HostileCase]:
     """The catalogue's cases whose only hostility is what the engine answers."""
-    return [c for c in scripted_cases() if isinstance(c.served, Canned) and c.is_drain and not c.args
+    return [c for c in scripted_cases() if isinstance(c.served, (Canned, Streamed)) and c.is_drain and not c.args
             and c.stdio is Stdio.PIPES and c.annotations is None and not c.annotations_fifo
-            and not c.engine_argv and c.signal is None and not c.descriptors_spent]
+            and not c.annotations_link and not c.engine_argv and c.signal is None and not c.descriptors_spent]
 
 
 def judge_answer(case: HostileCase, status: int | None, verdict: str | None, healthz_status: int | None) -> list[str]:
@@ -134,9 +139,10 @@ def hostile_bodies(cases: list[HostileCase]) -> dict:
                     started, _ = timed_get(sidecar.port, "/healthz")
                     answers = []
                     for case in cases:
-                        assert isinstance(case.served, Canned)
-                        server.set(canned(case.served.payload))
+                        assert isinstance(case.served, (Canned, Streamed))
+                        server.set(responder(case.served))
                         answers.append(ask(sidecar, case, token))
+                    not_found = unknown_path_not_echoed(sidecar)
                     swapped = token_swapped_for_a_fifo(sidecar, token_file, token)
                     log = sidecar.log_text()
         finally:
@@ -146,6 +152,7 @@ def hostile_bodies(cases: list[HostileCase]) -> dict:
         "answers": [a.as_dict() for a in answers],
         "start_with_port_superscript": {"healthz_status": started.status, "problems": [] if started.ok else
                                         [f"/healthz: {started.failure}"]},
+        "unknown_path": not_found,
         "token_swapped_for_fifo": swapped,
         "traceback_in_log": TRACEBACK.decode() in log,
     }
@@ -156,7 +163,23 @@ def _did_not_start(why: str) -> dict:
                "problems": ["not run: the sidecar did not start"]}
     return {"answers": [], "start_with_port_superscript": {"healthz_status": None, "problems": [
         f"crash: did not start: {why[-300:]}"]}, "token_swapped_for_fifo": not_run,
+        "unknown_path": {"status": None, "echoed": None, "problems": ["not run: the sidecar did not start"]},
         "traceback_in_log": TRACEBACK.decode() in why}
+
+
+def unknown_path_not_echoed(sidecar: SidecarProcess) -> dict:
+    """A 404 names the way to the routes, never what the client sent (a path is attacker text)."""
+    port = sidecar.port
+    assert port is not None
+    marker = "echo-" + secrets.token_hex(8)
+    attempt, body = timed_get(port, f"/{marker}?<script>", timeout_s=CONTROLLER_TIMEOUT_S)
+    echoed = marker.encode() in body
+    problems = []
+    if attempt.status != 404:
+        problems.append(f"answered {attempt.status or attempt.failure}, expected 404")
+    if echoed:
+        problems.append("the 404 echoes the path")
+    return {"status": attempt.status, "echoed": echoed, "problems": problems}
 
 
 def token_swapped_for_a_fifo(sidecar: SidecarProcess, token_file: Path, token: str) -> dict:
@@ -249,7 +272,7 @@ def measure() -> dict:
 def problems_of(result: dict) -> list[str]:
     """Every problem of the sidecar's figures, prefixed by where it was seen."""
     found = [f"{a['case']}: {p}" for a in result["answers"] for p in a["problems"]]
-    for key in ("start_with_port_superscript", "token_swapped_for_fifo", "token_fifo_at_start", "sigterm_mid_parse"):
+    for key in SINGLE_FIGURES:
         found += [f"{key}: {p}" for p in result[key]["problems"]]
     if result["traceback_in_log"]:
         found.append("a traceback in the sidecar's log")
@@ -264,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     for a in result["answers"]:
         print(f"{a['status']} {a['verdict'] or '-':13} {a['seconds']:6.2f} s  healthz {a['healthz_ms']} ms  "
               f"{a['case']}: {'; '.join(a['problems']) or 'ok'}")
-    for key in ("start_with_port_superscript", "token_swapped_for_fifo", "token_fifo_at_start", "sigterm_mid_parse"):
+    for key in SINGLE_FIGURES:
         print(key, json.dumps(result[key]))
     if args.json:
         args.json.write_text(json.dumps(result, indent=1) + "\n")

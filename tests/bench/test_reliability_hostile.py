@@ -32,7 +32,7 @@ def final_line(outcome: str, code: int) -> str:
 
 
 def run_on(case: cases.HostileCase, executable: Path):
-    assert isinstance(case.served, (cases.Canned, cases.NothingListens))
+    assert isinstance(case.served, (cases.Canned, cases.Streamed, cases.NothingListens))
     with serving(case.served) as port:
         return run_case(case, executable, "stand-in", port)
 

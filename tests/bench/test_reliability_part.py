@@ -42,6 +42,7 @@ def _reliability_results() -> dict:
             {"case": "busy engine", "group": "test", "status": 200, "verdict": "busy", "outcome": "busy",
              "seconds": 0.1, "healthz_status": 200, "healthz_ms": 1.0, "problems": []}],
             "start_with_port_superscript": {"healthz_status": 200, "problems": []},
+            "unknown_path": {"status": 404, "echoed": False, "problems": []},
             "token_swapped_for_fifo": {"work_status": 401, "work_ms": 1.0, "healthz_status": 200, "healthz_ms": 1.0,
                                        "problems": []},
             "token_fifo_at_start": {"exit_code": 2, "seconds": 1.0, "message": "error", "problems": []},
