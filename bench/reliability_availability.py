@@ -135,7 +135,8 @@ class Sampler:
 
     def _run(self) -> None:
         while True:
-            self.samples.append((time.monotonic() - self._started, rss_kib(self._pid), len(os.listdir(f"/proc/{self._pid}/fd"))))
+            descriptors = len(os.listdir(f"/proc/{self._pid}/fd"))
+            self.samples.append((time.monotonic() - self._started, rss_kib(self._pid), descriptors))
             if self._stop.wait(self._every_s):
                 return
 

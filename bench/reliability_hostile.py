@@ -32,7 +32,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import IO, Callable, Iterator
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -222,16 +222,16 @@ def spend_descriptors(pid: int) -> int:
 class _Collector:
     """Reads one of the hook's pipes to its end on a thread; notes its first JSON line's pid."""
 
-    def __init__(self, stream: object) -> None:
+    def __init__(self, stream: IO[bytes] | None) -> None:
+        assert stream is not None
         self.data = bytearray()
         self.first_line = threading.Event()
         self.first_pid: int | None = None
         self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
         self._thread.start()
 
-    def _read(self, stream: object) -> None:
-        read = getattr(stream, "read1")
-        while chunk := read(65536):
+    def _read(self, stream: IO[bytes]) -> None:
+        while chunk := os.read(stream.fileno(), 65536):
             self.data += chunk
             if not self.first_line.is_set() and b"\n" in self.data:
                 line = bytes(self.data.split(b"\n", 1)[0])
@@ -280,34 +280,40 @@ def _final(case: HostileCase, stdout: bytes) -> _Final:
                   dropped if isinstance(dropped, int) else None)
 
 
+def _arrange(case: HostileCase, work: Path, stack: contextlib.ExitStack) -> int:
+    """The run's private $TMPDIR, /proc and annotations file, and its stderr (returned: a descriptor,
+    or subprocess.PIPE / DEVNULL); what must outlive the run's start goes on `stack`."""
+    (work / "tmp").mkdir()
+    (work / "proc").mkdir()
+    if case.engine_argv:
+        engine = fake_engine(work, case.engine_argv)
+        stack.callback(_end, engine)
+        (work / "proc" / str(engine.pid)).symlink_to(f"/proc/{engine.pid}")
+    if case.annotations is not None:
+        (work / "annotations").write_bytes(case.annotations)
+    if case.annotations_fifo:
+        os.mkfifo(work / "annotations")
+    if case.annotations_link:
+        (work / "annotations").symlink_to(case.annotations_link)
+    if case.stdio is Stdio.MIRROR_STALLED:
+        stack.enter_context(stalled_fifo(work / "pid1-stdout"))
+    elif case.stdio is Stdio.STDERR_STALLED:
+        read_end, write_end = os.pipe()
+        stack.callback(os.close, read_end)
+        stack.callback(os.close, write_end)
+        _fill(write_end)
+        os.set_blocking(write_end, True)
+        return write_end
+    elif case.stdio is Stdio.STDERR_CLOSED:
+        return subprocess.DEVNULL
+    return subprocess.PIPE
+
+
 def run_case(case: HostileCase, executable: Path, name: str, port: int) -> HostileRun:
     """One exec of `executable` on `case`, its engine answering on `port`."""
     with tempfile.TemporaryDirectory(prefix="bench-hostile-") as tmp, contextlib.ExitStack() as stack:
         work = Path(tmp)
-        (work / "tmp").mkdir()
-        (work / "proc").mkdir()
-        if case.engine_argv:
-            engine = fake_engine(work, case.engine_argv)
-            stack.callback(_end, engine)
-            (work / "proc" / str(engine.pid)).symlink_to(f"/proc/{engine.pid}")
-        if case.annotations is not None:
-            (work / "annotations").write_bytes(case.annotations)
-        if case.annotations_fifo:
-            os.mkfifo(work / "annotations")
-        if case.annotations_link:
-            (work / "annotations").symlink_to(case.annotations_link)
-        stderr: int = subprocess.PIPE
-        if case.stdio is Stdio.MIRROR_STALLED:
-            stack.enter_context(stalled_fifo(work / "pid1-stdout"))
-        elif case.stdio is Stdio.STDERR_STALLED:
-            read_end, write_end = os.pipe()
-            stack.callback(os.close, read_end)
-            stack.callback(os.close, write_end)
-            _fill(write_end)
-            os.set_blocking(write_end, True)
-            stderr = write_end
-        elif case.stdio is Stdio.STDERR_CLOSED:
-            stderr = subprocess.DEVNULL
+        stderr = _arrange(case, work, stack)
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TMPDIR": str(work / "tmp")}
         close_stderr = (lambda: os.close(2)) if case.stdio is Stdio.STDERR_CLOSED else None
         started = time.monotonic()
@@ -334,6 +340,9 @@ def run_case(case: HostileCase, executable: Path, name: str, port: int) -> Hosti
             err.join(5.0)
             stderr_data = bytes(err.data)
         stdout_data = bytes(out.data)
+        for pipe in (process.stdout, process.stderr):
+            if pipe is not None:
+                pipe.close()
         final = _final(case, stdout_data)
         lines = stdout_data.splitlines() + stderr_data.splitlines()
         code = process.returncode
@@ -467,7 +476,7 @@ def summary(runs: list[HostileRun]) -> dict:
         "unexpected_exits": count("exit "),
         "runs_with_problems": sum(1 for r in runs if r.problems),
         "max_lateness_s": round(worst.lateness_s, 3) if worst else None,
-        "max_lateness_case": f"{worst.case} ({worst.executable})" if worst else None,
+        "max_lateness_case": f"{worst.case}, {worst.executable}" if worst else None,
         "max_own_lateness_s": round(max(own), 3) if own else None,
         "longest_log_line": max((r.longest_log_line for r in runs), default=0),
         "overrun_tolerance_s": OVERRUN_TOLERANCE_S,

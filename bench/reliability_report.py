@@ -69,7 +69,7 @@ def _headline(rel: dict) -> list[str]:
         ["false idles (idle while the engine was not)", str(summary["false_idles"]), ""],
         [f"overruns (an exit over {OVERRUN_TOLERANCE_S:g} s past G − reserve)",
          f"{summary['overruns']}; worst lateness of an exit {summary['max_lateness_s']:+.2f} s "
-         f"({summary['max_lateness_case']}); of a final line, by the hook's own clock, "
+         f"[{summary['max_lateness_case']}]; of a final line, by the hook's own clock, "
          f"{_signed(summary.get('max_own_lateness_s'))} s", ""],
         ["other exits than a correct hook's", str(summary["unexpected_exits"]), ""],
         ["longest log line", f"{summary['longest_log_line']:,} bytes (cap {MAX_LINE_BYTES:,})", ""],
@@ -212,7 +212,8 @@ def _availability_lines(a: dict) -> list[str]:
         lines += [f"Soak: {soak['seconds']:g} s of every attacker at once, RSS and open descriptors sampled every "
                   f"{m['every_s']} s from /proc ({m['samples']} samples): RSS {m['rss_start_kib'] / 1024:.1f} MiB at "
                   f"its start, {m['rss_max_kib'] / 1024:.1f} MiB at most, {m['rss_end_kib'] / 1024:.1f} MiB at its "
-                  f"end; least-squares slope over the second half {m['rss_slope_kib_per_min_second_half']:+.0f} KiB/min. "
+                  "end; least-squares slope over the second half "
+                  f"{m['rss_slope_kib_per_min_second_half']:+.0f} KiB/min. "
                   f"Open descriptors {m['fds_start']} → max {m['fds_max']} → {m['fds_end']}.", ""]
     if a.get("traceback_in_log"):
         lines += ["**A traceback appeared in the sidecar's log.**", ""]

@@ -28,7 +28,8 @@ def stand_in_hook(tmp_path: Path, body: str) -> Path:
 
 
 def final_line(outcome: str, code: int) -> str:
-    return f"print(json.dumps({{'event': 'drain_finished', 'outcome': '{outcome}', 'elapsed_s': 1.0}})); sys.exit({code})"
+    line = f"{{'event': 'drain_finished', 'outcome': '{outcome}', 'elapsed_s': 1.0}}"
+    return f"print(json.dumps({line})); sys.exit({code})"
 
 
 def run_on(case: cases.HostileCase, executable: Path):

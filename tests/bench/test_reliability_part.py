@@ -30,13 +30,14 @@ def _reliability_results() -> dict:
                    "temp_left": 0, "problems": [], "detail": "busy: 3 in flight", "lateness_s": 0.05}
     client = {"requests": 10, "ok": 10, "success_rate": 1.0, "p50_ms": 2.0, "p99_ms": 5.0, "mean_ms": 2.5,
               "failures": {}}
-    scenario = {"scenario": "baseline", "attack": "no attacker", "seconds": 3.0, "clients": {"kubelet /healthz": client},
+    scenario = {"scenario": "baseline", "attack": "no attacker", "seconds": 3.0,
+                "clients": {"kubelet /healthz": client},
                 "attacker": {}, "sidecar_counters": {}, "evicted": 0, "rejected_503": 0}
     return {
         "quick": True,
         "hostile": {"command": "python -m bench.reliability_hostile --executables console --jobs 3",
                     "executables": {"console": ".venv/bin/prestop"}, "summary": summary([]) | {
-                        "cases": 1, "runs": 1, "max_lateness_s": 0.05, "max_lateness_case": "busy engine (console)"},
+                        "cases": 1, "runs": 1, "max_lateness_s": 0.05, "max_lateness_case": "busy engine, console"},
                     "runs": [hostile_run]},
         "sidecar": {"command": "python -m bench.reliability_sidecar", "answers": [
             {"case": "busy engine", "group": "test", "status": 200, "verdict": "busy", "outcome": "busy",
