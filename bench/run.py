@@ -106,7 +106,8 @@ def run_drain(prestop: Path, shown_as: str, graces_s: tuple[float, ...], repeats
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true",
-                        help="one repeat, G = 30 only, fewer cost runs: a check that it all works (~1.5 min)")
+                        help="one repeat, G = 30 only, fewer cost runs, a short reliability part: a check that "
+                             "it all works (~3.5 min)")
     parser.add_argument("--repeats", type=int, default=None,
                         help=f"deletions per drain cell (default {DRAIN_REPEATS_DEFAULT}; 1 with --quick)")
     parser.add_argument("--jobs", type=int, default=drain_quality.DEFAULT_JOBS, help="concurrent deletions")
