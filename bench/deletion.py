@@ -15,12 +15,17 @@ A load has two parts, both optional:
 
 from __future__ import annotations
 
+import atexit
+import functools
 import json
 import random
+import shutil
 import socket
+import tempfile
 import time
 import zlib
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 from typing import Callable, Sequence
 
 from bench.drain_quality import MAX_RUNNING, ROUTE_LAG_RANGE_S
@@ -76,6 +81,25 @@ def dead_port() -> socket.socket:
     holder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     holder.bind(("127.0.0.1", 0))
     return holder
+
+
+@functools.cache
+def _empty_proc_root() -> Path:
+    path = Path(tempfile.mkdtemp(prefix="bench-no-processes-"))
+    atexit.register(shutil.rmtree, path, True)
+    return path
+
+
+def prestop_argv(prestop: Path, grace_s: float, *flags: str) -> list[str]:
+    """prestop as a cell runs it: quiet, and blind to this machine's other processes.
+
+    In a Pod the hook sees only its own container's processes (the engine's), and takes the
+    engine's kind, role and port from that argv. This machine's /proc shows every emulated engine,
+    hook and test process running here, so the hook is pointed at an empty process table
+    (`--proc-root`): what it knows comes from its flags and the engine's exposition, as in a Pod
+    whose engine argv says nothing more.
+    """
+    return [str(prestop), "--grace", f"{grace_s:g}", *flags, "--quiet", "--proc-root", str(_empty_proc_root())]
 
 
 def hook_events(report: DeletionReport) -> dict[str, dict]:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.deletion import (IDLE, Deletion, RouterLoad, TailRequests, dead_port, delete_under_load, engine,
-                            hook_events, seed_of)
+                            hook_events, prestop_argv, seed_of)
 from emulation.kubelet import DeletionReport, delete_pod
 from emulation.load import SHORT_REQUESTS
 from tests.sidecar.sidecar_process import SidecarProcess
@@ -54,9 +54,8 @@ class WorkerHook(enum.Enum):
     def argv(self, prestop: Path, dead: int, sidecar_port: int) -> list[str] | None:
         if self is WorkerHook.NO_HOOK:
             return None
-        argv = [str(prestop), "--grace", f"{GRACE_S:g}", "--port", str(dead), "--engine", "vllm", "--quiet"]
         leader = f"http://127.0.0.1:{sidecar_port}" if self is WorkerHook.FOLLOWS_LEADER else "none"
-        return argv + ["--follow-leader", leader]
+        return prestop_argv(prestop, GRACE_S, "--port", str(dead), "--engine", "vllm", "--follow-leader", leader)
 
 
 @dataclass(frozen=True)
@@ -126,8 +125,7 @@ def run(cell: Cell, prestop: Path) -> dict:
 
                 worker = threading.Thread(target=delete_worker, name="worker-deletion")
                 worker.start()
-                leader_argv = [str(prestop), "--grace", f"{GRACE_S:g}", "--port", str(leader_engine.port),
-                               "--engine", "vllm", "--quiet"]
+                leader_argv = prestop_argv(prestop, GRACE_S, "--port", str(leader_engine.port), "--engine", "vllm")
                 try:
                     leader = delete_under_load(leader_engine, cell.scenario.load, seed, GRACE_S,
                                                hook_argv=leader_argv, at_delete=lambda: barrier.wait(BARRIER_TIMEOUT_S))

@@ -48,7 +48,7 @@ def _split_roles(cells: list[dict]) -> list[str]:
              "An SGLang prefill or decode server keeps serving after SIGTERM (running and new requests), checks "
              "its queue 4 s after the signal and every 5 s after that, and once empty waits 15 s for its split-role "
              "scheduler before it exits (the emulator, `--kind sglang --role prefill|decode`, does all of this). "
-             f"**prestop** is `prestop --grace G --port P --engine sglang --quiet`: it learns the role from the "
+             f"**prestop** is `prestop --grace G --port P --engine sglang`: it learns the role from the "
              f"exposition's engine_type label and returns by G − {SPLIT_ROLE_EXIT_RESERVE_S:g}. **prestop "
              f"--exit-reserve {split_roles.OLD_EXIT_RESERVE_S:g}** is the reserve every engine got before (G − 5). "
              "**sleep G−5** runs only idle: its SIGTERM comes too late for any load.", ""]
@@ -223,7 +223,10 @@ def render(part: dict) -> list[str]:
     lines = ["## Drain every configuration", "",
              "The same machinery as the drain matrix (each cell one real Pod deletion: engine emulator processes, a "
              "router load on fresh connections, kubelet's emulation, prestop as a real process), for the "
-             "configurations issue 10 names. "
+             "configurations issue 10 names. Every prestop here also gets `--quiet --proc-root` at an empty "
+             "directory: in a Pod the hook sees only its own container's processes, while this machine's /proc "
+             "shows every emulated engine and test running here, whose command lines the hook would otherwise "
+             "take for its engine's (its kind, role and port). "
              f"{len(cells)} deletions, {settings['jobs']} at a time, {part['cpu']['wall_s'] / 60:.1f} min. "
              "Repeats per cell: " + ", ".join(f"{k} {v}" for k, v in settings["repeats"].items()) + "; each "
              "repeat its own seed, the same for every strategy. Numbers are medians over the repeats, with "

@@ -17,7 +17,7 @@ import enum
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.deletion import IDLE, RouterLoad, TailRequests, delete_under_load, engine, seed_of
+from bench.deletion import IDLE, RouterLoad, TailRequests, delete_under_load, engine, prestop_argv, seed_of
 from emulation.load import SHORT_REQUESTS
 
 FAMILY = "return lag"
@@ -64,8 +64,8 @@ def run(cell: Cell, prestop: Path) -> dict:
     seed = seed_of(FAMILY, cell.scenario, cell.repeat)
     with engine("--kind", "vllm") as vllm:
         assert vllm.port is not None  # set once started
-        argv = [str(prestop), "--grace", f"{GRACE_S:g}", "--port", str(vllm.port), "--engine", "vllm", "--quiet",
-                "--busy-interval", f"{cell.cadence.busy_interval_s:g}"]
+        argv = prestop_argv(prestop, GRACE_S, "--port", str(vllm.port), "--engine", "vllm",
+                            "--busy-interval", f"{cell.cadence.busy_interval_s:g}")
         deletion = delete_under_load(vllm, cell.load, seed, GRACE_S, hook_argv=argv)
     summary = deletion.summary()
     returned, last = summary["hook_returned_at_s"], summary["last_completed_at_s"]

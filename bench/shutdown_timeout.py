@@ -10,7 +10,7 @@ the field, each against prestop on the same engine and on vLLM's default engine 
   `--shutdown-timeout` = G − 15 − 5 = 40 (vLLM >= 0.18).
 
 Scenarios: idle; mixed ≤20 s (the drain matrix's load); a slow router, which keeps sending for
-4–8 s after the delete (longer than `sleep 5`: its late requests reach a draining engine); and
+5–10 s after the delete (longer than `sleep 5`: its late requests reach a draining engine); and
 long > G − 5 (three requests no strategy can finish, among short ones).
 """
 
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from bench.deletion import IDLE, RouterLoad, TailRequests, delete_under_load, engine, seed_of
+from bench.deletion import IDLE, RouterLoad, TailRequests, delete_under_load, engine, prestop_argv, seed_of
 from emulation.load import MIXED_REQUESTS, SHORT_REQUESTS
 
 FAMILY = "shutdown timeout"
@@ -56,7 +56,7 @@ class Strategy(enum.Enum):
     def hook_argv(self, prestop: Path, port: int, grace_s: float) -> list[str] | None:
         if self.sleep_s is not None:
             return None
-        return [str(prestop), "--grace", f"{grace_s:g}", "--port", str(port), "--engine", "vllm", "--quiet"]
+        return prestop_argv(prestop, grace_s, "--port", str(port), "--engine", "vllm")
 
 
 # The grace each setting is run at, and the strategies compared there (the user's setting first).
@@ -82,11 +82,12 @@ def _long_load(grace_s: float) -> RouterLoad:
 
 
 _MIXED = RouterLoad(10.0, rate_per_s=2.0, durations=MIXED_REQUESTS)
-_SLOW_ROUTER = RouterLoad(5.0, rate_per_s=4.0, durations=SHORT_REQUESTS, route_lag_range_s=(4.0, 8.0))
+# Longer than `sleep 5`, shorter than `sleep 15`: the router's late requests meet the engine draining.
+_SLOW_ROUTER = RouterLoad(5.0, rate_per_s=4.0, durations=SHORT_REQUESTS, route_lag_range_s=(5.0, 10.0))
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario("idle", "no requests at all", lambda g: IDLE),
     Scenario("mixed ≤20 s", "2 req/s, 80% 0.5–3 s, 20% 3–20 s; router lag 0.5–2 s", lambda g: _MIXED),
-    Scenario("slow router", "4 req/s of 0.5–3 s; the router keeps sending for 4–8 s after the delete",
+    Scenario("slow router", "4 req/s of 0.5–3 s; the router keeps sending for 5–10 s after the delete",
              lambda g: _SLOW_ROUTER),
     Scenario("long > G−5", "3 requests of G–2G s (none can finish by G−5) among 3 req/s of 0.5–3 s", _long_load),
 )

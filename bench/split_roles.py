@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from bench.deletion import IDLE, RouterLoad, TailRequests, delete_under_load, engine, seed_of
+from bench.deletion import IDLE, RouterLoad, TailRequests, delete_under_load, engine, prestop_argv, seed_of
 from emulation.load import SHORT_REQUESTS
 
 FAMILY = "split roles"
@@ -55,10 +55,10 @@ class Strategy(enum.Enum):
     def hook_argv(self, prestop: Path, port: int, grace_s: float) -> list[str] | None:
         if self not in (Strategy.PRESTOP, Strategy.PRESTOP_RESERVE_5):
             return None
-        argv = [str(prestop), "--grace", f"{grace_s:g}", "--port", str(port), "--engine", "sglang", "--quiet"]
+        flags = ["--port", str(port), "--engine", "sglang"]
         if self is Strategy.PRESTOP_RESERVE_5:
-            argv += ["--exit-reserve", f"{OLD_EXIT_RESERVE_S:g}"]
-        return argv
+            flags += ["--exit-reserve", f"{OLD_EXIT_RESERVE_S:g}"]
+        return prestop_argv(prestop, grace_s, *flags)
 
     def sleep_s(self, grace_s: float) -> float | None:
         return grace_s - 5.0 if self is Strategy.SLEEP_G_MINUS_5 else None

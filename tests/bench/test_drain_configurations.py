@@ -3,10 +3,12 @@ deletion yields, and one deletion of every family run for real and rendered."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from bench import leader_worker, report_configurations, return_lag, shutdown_timeout, split_roles
-from bench.deletion import RouterLoad, TailRequests, delete_under_load, engine, route_lag_s, seed_of
+from bench.deletion import RouterLoad, TailRequests, delete_under_load, engine, prestop_argv, route_lag_s, seed_of
 from bench.drain_configurations import all_cells
 from bench.drain_quality import CONSOLE_SCRIPT
 from bench.pool import run_jobs
@@ -104,3 +106,10 @@ def test_one_deletion_of_each_family_runs_and_renders():
     assert "| slow router | sleep 5 + --shutdown-timeout 20 |" in text
     assert "| busy | --busy-interval 0.25 | 1 |" in text
 
+
+
+def test_every_prestop_a_cell_runs_is_blind_to_this_machines_processes(tmp_path):
+    argv = prestop_argv(tmp_path / "prestop", 30.0, "--port", "1")
+    root = Path(argv[argv.index("--proc-root") + 1])
+    assert root.is_dir() and not any(root.iterdir())
+    assert argv[:5] == [str(tmp_path / "prestop"), "--grace", "30", "--port", "1"] and "--quiet" in argv
