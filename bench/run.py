@@ -112,7 +112,7 @@ def run_drain(prestop: Path, shown_as: str, graces_s: tuple[float, ...], repeats
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true",
-                        help="one repeat, G = 30 only, fewer cost runs: a check that it all works (~1.5 min)")
+                        help="one repeat, G = 30 only, fewer cost runs: a check that it all works (~3 min)")
     parser.add_argument("--repeats", type=int, default=None,
                         help=f"deletions per drain cell (default {DRAIN_REPEATS_DEFAULT}, and each configuration "
                         "family's own; 1 with --quick)")
