@@ -48,8 +48,9 @@ bundle: dist/prestop
 dist/prestop: $(BUNDLE_INPUTS)
 	build/bundle.sh
 
-# bench/RESULTS.md: drain quality against the alternatives, and the cost of every part (~10 min
-# on 2 cores). Uses dist/prestop when it exists; BENCH_ARGS=--quick for a fast check.
+# bench/RESULTS.md: drain quality against the alternatives, every drain configuration, and the
+# cost of every part (~15 min on 2 cores). Uses dist/prestop when it exists; BENCH_ARGS=--quick for
+# a fast check (~3 min).
 bench: venv
 	$(BIN)/python -m bench.run $(BENCH_ARGS)
 

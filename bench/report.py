@@ -8,11 +8,17 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Iterable
 
-from bench import reliability_report
+from bench import reliability_report, report_configurations
 from bench.drain_quality import SCENARIOS, Strategy
-from bench.spread import MIN_RUNS_TO_JUDGE, Spread, Verdict, compare_paired
+from bench.spread import Spread
+from bench.tables import DASH as _DASH
+from bench.tables import MIN_SECONDS_DIFFERENCE, Judged, verdict
+from bench.tables import count as _count
+from bench.tables import metric as _metric
+from bench.tables import ms as _ms
+from bench.tables import seconds as _seconds
+from bench.tables import table as _table
 from sidecar.constants import MIN_READ_INTERVAL_S
 
 HERE = Path(__file__).resolve().parent
@@ -22,32 +28,8 @@ DEFAULT_MD = HERE / "RESULTS.md"
 # Another workload using more than this many cores on average during a part is worth a note.
 CONTENTION_NOTE_CORES = 0.25
 
-# Seconds differences smaller than this are not named even when the ranges do not overlap: a
-# deletion's timing has this much grain of its own (kubelet counts the hook's time in whole
-# seconds, so a hook returning at 25.04 s moves SIGKILL from 30.00 to 30.04 s; process exits
-# are noticed by polling), and no Pod's cost turns on it.
-MIN_SECONDS_DIFFERENCE = 0.25
-
-_DASH = "–"
-
 
 # --- formatting ------------------------------------------------------------------------------------
-
-def _count(values: list[float]) -> str:
-    spread = Spread.of(values)
-    digits = 0 if float(spread.median).is_integer() else 1
-    if spread.n < 2 or spread.low == spread.high:
-        return f"{spread.median:.{digits}f}"
-    return f"{spread.median:.{digits}f} ({spread.low:.0f}{_DASH}{spread.high:.0f})"
-
-
-def _seconds(values: list[float], digits: int = 1) -> str:
-    return Spread.of(values).text(digits)
-
-
-def _ms(values: list[float], digits: int = 0) -> str:
-    return Spread.of([v * 1000 for v in values]).text(digits) + " ms"
-
 
 def _mib(kib_values: list[float]) -> str:
     return Spread.of([v / 1024 for v in kib_values]).text(1) + " MiB"
@@ -61,23 +43,11 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
-def _table(header: list[str], rows: Iterable[list[str]], align: str | None = None) -> list[str]:
-    align = align or "l" + "r" * (len(header) - 1)
-    marks = ["---:" if a == "r" else "---" for a in align]
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(marks) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return lines
-
-
 # --- drain quality ---------------------------------------------------------------------------------
 
 def _cells(results: dict, grace_s: float, scenario: str, strategy: str) -> list[dict]:
     return [c for c in results["drain"]["cells"] if c["grace_s"] == grace_s and c["scenario"] == scenario
             and c["strategy"] == strategy and not c.get("error")]
-
-
-def _metric(cells: list[dict], key: str) -> list[float]:
-    return [float(c[key]) for c in cells]
 
 
 def _drain_table(results: dict, grace_s: float) -> list[str]:
@@ -99,42 +69,12 @@ def _drain_table(results: dict, grace_s: float) -> list[str]:
 
 
 # Metric, which way is better, how to show it.
-_VERDICT_METRICS = (("cut", "lower", "cut"), ("completed", "higher", "completed"),
-                    ("engine_exited_at_s", "lower", "exit s"), ("held_idle_s", "lower", "held s"))
-
-
-def _paired(ours: list[dict], theirs: list[dict]) -> tuple[list[dict], list[dict]]:
-    """The repeats both strategies ran (a failed cell leaves its pair out), in repeat order."""
-    by_repeat = {c["repeat"]: c for c in theirs}
-    pairs = [(c, by_repeat[c["repeat"]]) for c in sorted(ours, key=lambda c: c["repeat"]) if c["repeat"] in by_repeat]
-    return [p[0] for p in pairs], [p[1] for p in pairs]
+_VERDICT_METRICS = (Judged.key("cut", True, "cut"), Judged.key("completed", False, "completed"),
+                    Judged.key("engine_exited_at_s", True, "exit s"), Judged.key("held_idle_s", True, "held s"))
 
 
 def _verdict_cell(ours: list[dict], theirs: list[dict]) -> str:
-    ours, theirs = _paired(ours, theirs)
-    if len(ours) < MIN_RUNS_TO_JUDGE:
-        return "not judged (one run)"
-    better: list[str] = []
-    worse: list[str] = []
-    for key, good, label in _VERDICT_METRICS:
-        a, b = _metric(ours, key), _metric(theirs, key)
-        verdict, difference = compare_paired(a, b)
-        if verdict is Verdict.TIE or difference is None:
-            continue
-        if key.endswith("_s") and abs(difference.median) < MIN_SECONDS_DIFFERENCE:
-            continue
-        is_better = (verdict is Verdict.LOWER) == (good == "lower")
-        digits = 0 if key in ("cut", "completed") else 1
-        text = f"{label} {Spread.of(a).median:.{digits}f} vs {Spread.of(b).median:.{digits}f}"
-        (better if is_better else worse).append(text)
-    if not better and not worse:
-        return "tie"
-    parts = []
-    if better:
-        parts.append("**better:** " + ", ".join(better))
-    if worse:
-        parts.append("**worse:** " + ", ".join(worse))
-    return "; ".join(parts)
+    return verdict(ours, theirs, _VERDICT_METRICS)
 
 
 def _verdict_table(results: dict, grace_s: float) -> list[str]:
@@ -276,6 +216,26 @@ def _reading_section(reading: dict) -> list[str]:
     return lines
 
 
+def _scrape_section(scrape: dict) -> list[str]:
+    busy, idle = scrape["busy_interval_s"], scrape["interval_s"]
+    lines = ["### A scrape's cost to the engine: prometheus-client rendering vLLM's /metrics", "",
+             "A real vLLM answers each read of /metrics on its API server process with prometheus-client's "
+             "`generate_latest` over its registry. bench/cost_scrape.py rebuilds that registry from the real "
+             "families (real Counter, Gauge, Histogram and Summary objects with the scrape's names, help, labels "
+             "and buckets; the process, platform and GC collectors), checks that it renders the same series, and "
+             f"times the render: CPU time of the rendering thread, {scrape['rounds']} rounds, median (min–max). "
+             f"prestop reads every {busy:g} s while work is in flight (`--busy-interval`) and every {idle:g} s "
+             "otherwise; the last two columns are what those reads cost the engine, in cores. Not counted: the "
+             "HTTP exchange around the render, and gzip (prestop asks for none).", ""]
+    header = ["body", "bytes", "series", "CPU per render", "wall per render", f"busy: {1 / busy:g} reads/s",
+              f"idle: {1 / idle:g} read/s"]
+    rows = []
+    for b in scrape["bodies"]:
+        rows.append([b["body"], f"{b['bytes']:,}", f"{b['series']:,}", _ms(b["cpu_s"], 2), _ms(b["wall_s"], 2),
+                     f"{b['busy_cores']:.3f} cores", f"{b['idle_cores']:.3f} cores"])
+    return lines + _table(header, rows) + [""]
+
+
 def _sidecar_section(sidecar: dict) -> list[str]:
     lines = ["### drain-sidecar under load (bench/sidecar_bench.py)", ""]
     if sidecar.get("error"):
@@ -324,7 +284,7 @@ def _retirement_lines(cases: list[dict]) -> list[str]:
 
 def _contention_lines(results: dict) -> list[str]:
     lines = []
-    for part in ("prestop", "reading", "sidecar", "reliability", "drain"):
+    for part in ("prestop", "reading", "scrape", "sidecar", "reliability", "drain", "configurations"):
         cpu = results.get(part, {}).get("cpu")
         if not cpu:
             continue
@@ -366,11 +326,15 @@ def render(results: dict) -> str:
     ]
     if "drain" in results:
         lines += _drain_section(results)
+    if "configurations" in results:
+        lines += report_configurations.render(results["configurations"])
     lines += ["## Cost of every part", ""]
     if "prestop" in results:
         lines += _prestop_section(results["prestop"])
     if "reading" in results:
         lines += _reading_section(results["reading"])
+    if "scrape" in results:
+        lines += _scrape_section(results["scrape"])
     if "sidecar" in results:
         lines += _sidecar_section(results["sidecar"])
     if "reliability" in results:

@@ -1,9 +1,11 @@
 """`make bench`: every benchmark, then bench/RESULTS.md (and the raw numbers in bench/results.json).
 
-    python -m bench.run [--quick] [--repeats N] [--jobs N] [--parts drain,prestop,reading,sidecar,reliability]
+    python -m bench.run [--quick] [--repeats N] [--jobs N]
+                        [--parts prestop,reading,scrape,sidecar,reliability,drain,configurations]
 
 The cost parts run first, one thing at a time, while the machine is otherwise quiet; then the drain
-matrix, its cells concurrently. `--parts` reruns only those parts and keeps the others' last
+matrix, its cells concurrently; then the other drain configurations (bench/drain_configurations.py),
+theirs concurrently too. `--parts` reruns only those parts and keeps the others' last
 results from the JSON file, so a part disturbed by other work on the machine can be rerun alone.
 Wiring only: the measuring is in the modules named after what they measure.
 """
@@ -24,15 +26,24 @@ from pathlib import Path
 if __package__ in (None, ""):  # `python bench/run.py`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import cost_prestop, cost_reading, drain_quality, reliability, report  # noqa: E402
+from bench import (  # noqa: E402
+    cost_prestop,
+    cost_reading,
+    cost_scrape,
+    drain_configurations,
+    drain_quality,
+    reliability,
+    report,
+)
 from bench.machine import CpuMeter, describe  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-PARTS = ("prestop", "reading", "sidecar", "reliability", "drain")
+PARTS = ("prestop", "reading", "scrape", "sidecar", "reliability", "drain", "configurations")
 
 # Full run / --quick: enough runs for a median and a range, or just enough to see it work.
 PRESTOP_RUNS = (20, 5)
 READING_ROUNDS = (15, 5)
+SCRAPE_ROUNDS = (15, 5)
 SIDECAR_SECONDS = (5.0, 1.0)
 DRAIN_REPEATS_DEFAULT = 3
 QUICK_GRACES_S = (30.0,)
@@ -65,6 +76,16 @@ def run_prestop(bundle: Path | None, quick: bool) -> dict:
 
 def run_reading(quick: bool) -> dict:
     return cost_reading.measure_all(READING_ROUNDS[quick])
+
+
+def run_scrape(quick: bool) -> dict:
+    return cost_scrape.measure_all(SCRAPE_ROUNDS[quick])
+
+
+def run_configurations(prestop: Path, shown_as: str, repeats: int | None, quick: bool, jobs: int) -> dict:
+    result = drain_configurations.run(prestop, repeats, quick, jobs, progress=_log)
+    result["settings"].update(prestop=shown_as, prestop_version=cost_prestop.version_line(prestop))
+    return result
 
 
 def run_sidecar(quick: bool) -> dict:
@@ -107,10 +128,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true",
                         help="one repeat, G = 30 only, fewer cost runs, a short reliability part: a check that "
-                             "it all works (~3.5 min)")
+                             "it all works (~5 min)")
     parser.add_argument("--repeats", type=int, default=None,
-                        help=f"deletions per drain cell (default {DRAIN_REPEATS_DEFAULT}; 1 with --quick)")
-    parser.add_argument("--jobs", type=int, default=drain_quality.DEFAULT_JOBS, help="concurrent deletions")
+                        help=f"deletions per drain cell (default {DRAIN_REPEATS_DEFAULT}, and each configuration "
+                        "family's own; 1 with --quick)")
+    parser.add_argument("--jobs", type=int, default=None,
+                        help=f"concurrent deletions (default {drain_quality.DEFAULT_JOBS} for the drain matrix, "
+                        f"{drain_configurations.DEFAULT_JOBS} for the configurations)")
     parser.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated subset of {','.join(PARTS)}")
     parser.add_argument("--out", type=Path, default=report.DEFAULT_MD, help="the Markdown report")
     parser.add_argument("--json", type=Path, default=report.DEFAULT_JSON, help="the raw results")
@@ -120,8 +144,10 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown part(s): {', '.join(sorted(unknown))}")
     repeats = args.repeats if args.repeats is not None else (1 if args.quick else DRAIN_REPEATS_DEFAULT)
-    if repeats < 1 or args.jobs < 1:
+    if repeats < 1 or (args.jobs is not None and args.jobs < 1):
         parser.error("--repeats and --jobs must be at least 1")
+    drain_jobs = args.jobs or drain_quality.DEFAULT_JOBS
+    configuration_jobs = args.jobs or drain_configurations.DEFAULT_JOBS
     graces_s = QUICK_GRACES_S if args.quick else drain_quality.GRACES_S
 
     results: dict = {}
@@ -138,9 +164,12 @@ def main(argv: list[str] | None = None) -> int:
         runners = {
             "prestop": lambda: run_prestop(bundle, args.quick),
             "reading": lambda: run_reading(args.quick),
+            "scrape": lambda: run_scrape(args.quick),
             "sidecar": lambda: run_sidecar(args.quick),
             "reliability": lambda: run_reliability(bundle, args.quick),
-            "drain": lambda: run_drain(prestop, shown_as, graces_s, repeats, args.jobs),
+            "drain": lambda: run_drain(prestop, shown_as, graces_s, repeats, drain_jobs),
+            "configurations": lambda: run_configurations(prestop, shown_as, args.repeats, args.quick,
+                                                         configuration_jobs),
         }
         for part in PARTS:
             if part not in parts:
@@ -159,7 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     args.json.write_text(json.dumps(results, indent=1) + "\n")
     args.out.write_text(report.render(results))
     _log(f"wrote {args.out} and {args.json} in {this_run['wall_s'] / 60:.1f} min")
-    failed = [c for c in results.get("drain", {}).get("cells", []) if c.get("error")]
+    failed = [c for part in ("drain", "configurations") for c in results.get(part, {}).get("cells", [])
+              if c.get("error")]
     return 1 if failed else 0
 
 

@@ -49,3 +49,15 @@ def test_a_tiny_matrix_runs_and_renders(tmp_path):
     text = report.render(results)
     assert "| steady short | no hook |" in text and "| idle | prestop |" in text
     assert "not judged (one run)" in text
+
+
+def test_every_part_is_wired_and_rendered(tmp_path):
+    """`--parts scrape` runs that part alone and the report shows it, with its CPU line."""
+    from bench import run
+
+    assert set(run.PARTS) == {"prestop", "reading", "scrape", "sidecar", "reliability", "drain", "configurations"}
+    out, raw = tmp_path / "RESULTS.md", tmp_path / "results.json"
+    assert run.main(["--quick", "--parts", "scrape", "--out", str(out), "--json", str(raw)]) == 0
+    text = out.read_text()
+    assert "### A scrape's cost to the engine" in text and "- scrape: " in text
+    assert "| ~47 KB: vLLM 0.32.0's families, one engine |" in text
