@@ -28,7 +28,6 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
-from bench.drain_quality import MAX_RUNNING, ROUTE_LAG_RANGE_S
 from emulation import constants as emulation_constants
 from emulation.engine_process import EngineProcess
 from emulation.kubelet import DeletionReport, delete_pod
@@ -38,6 +37,13 @@ from emulation.timeline import delete_tally
 # Tail requests end within their window; after the engine is gone they end at once. This bounds
 # the wait for their records.
 TAIL_SETTLE_S = 10.0
+
+# The router learns of the delete after a lag drawn from this range: long enough that requests
+# land on a replica already being deleted (the route wait's reason), short as real routers are.
+ROUTE_LAG_RANGE_S = (0.5, 2.0)
+
+# Scheduler slots: enough that the loads below queue only now and then, as a healthy replica does.
+MAX_RUNNING = 16
 
 
 @dataclass(frozen=True)

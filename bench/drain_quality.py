@@ -15,10 +15,8 @@ thread: EngineProcess ties the engine (and kubelet the hook) to the thread that 
 from __future__ import annotations
 
 import enum
-import json
 import math
 import random
-import socket
 import sys
 import threading
 import time
@@ -29,6 +27,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
+from bench.deletion import MAX_RUNNING, ROUTE_LAG_RANGE_S, dead_port, hook_events, prestop_argv
 from emulation.engine_process import EngineProcess
 from emulation.kubelet import DeletionReport, delete_pod
 from emulation.load import MIXED_REQUESTS, SHORT_REQUESTS, Durations, LoadGenerator, LoadTally, UniformDurations
@@ -39,13 +38,6 @@ BUNDLE = REPO / "dist" / "prestop"
 CONSOLE_SCRIPT = Path(sys.executable).parent / "prestop"
 
 GRACES_S = (30.0, 45.0)  # the operator's default, and what it advises for SGLang's split roles
-
-# The router learns of the delete after a lag drawn from this range: long enough that requests
-# land on a replica already being deleted (the route wait's reason), short as real routers are.
-ROUTE_LAG_RANGE_S = (0.5, 2.0)
-
-# Scheduler slots: enough that the loads below queue only now and then, as a healthy replica does.
-MAX_RUNNING = 16
 
 # A hung engine's requests: longer than any deletion, so none is ever answered.
 NEVER_S = 3600.0
@@ -172,18 +164,6 @@ class CellResult:
         return asdict(self)
 
 
-def _hook_events(report: DeletionReport) -> dict[str, dict]:
-    events: dict[str, dict] = {}
-    for line in (report.hook_stderr + "\n" + report.hook_stdout).splitlines():
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(event, dict) and "event" in event:
-            events.setdefault(event["event"], event)
-    return events
-
-
 def _engine_args(scenario: Scenario) -> list[str]:
     args = ["--kind", "vllm", "--max-running", str(MAX_RUNNING)]
     if scenario.hung:
@@ -195,16 +175,8 @@ def _engine_args(scenario: Scenario) -> list[str]:
 def _hook(cell: Cell, engine_port: int, dead_port: int | None, prestop: Path) -> tuple[list[str] | None, float | None]:
     if cell.strategy is Strategy.PRESTOP:
         port = dead_port if cell.scenario.wrong_port else engine_port
-        return [str(prestop), "--grace", f"{cell.grace_s:g}", "--port", str(port), "--engine", "vllm",
-                "--quiet"], None
+        return prestop_argv(prestop, cell.grace_s, "--port", str(port), "--engine", "vllm"), None
     return None, cell.strategy.sleep_s(cell.grace_s)
-
-
-def _dead_port() -> socket.socket:
-    """A port bound but not listening: connections to it are refused, and nothing else can take it."""
-    holder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    holder.bind(("127.0.0.1", 0))
-    return holder
 
 
 def _with_long_requests(report: DeletionReport, long_load: LoadGenerator) -> DeletionReport:
@@ -220,7 +192,7 @@ def run_cell(cell: Cell, prestop: Path) -> CellResult:
     scenario = cell.scenario
     seed = seed_for(scenario, cell.repeat)
     lag_s = route_lag_s(seed)
-    dead = _dead_port() if scenario.wrong_port else None
+    dead = dead_port() if scenario.wrong_port else None
     try:
         with EngineProcess(*_engine_args(scenario)) as engine:
             assert engine.port is not None  # set once started
@@ -249,7 +221,7 @@ def run_cell(cell: Cell, prestop: Path) -> CellResult:
     tally = delete_tally(report)
     last = report.relative(report.load.last_finished_at) if report.load else None
     last_after_delete = last if last is not None and last > 0 else None
-    events = _hook_events(report)
+    events = hook_events(report)
     started_event = events.get("drain_started", {})
     finished_event = events.get("drain_finished", {})
     return CellResult(
