@@ -28,9 +28,15 @@ ADMITTED_GRACE_MAX_S = 3600.0
 POLL_INTERVAL_S = 1.0
 
 # While work is in flight, reads come this often, so the first idle read follows the last
-# request within a quarter second (median lag to the hook's return: ~1.1 s instead of ~1.5 s).
-# A scrape costs the engine one render of its exposition (measured in bench/: see README).
+# request within a quarter second (median lag to the hook's return 1.24 s instead of 1.62 s
+# against the emulated engine: bench/RESULTS.md).
 BUSY_POLL_INTERVAL_S = 0.25
+
+# ...but never so often that scraping costs the engine more than this share of a core. A read's
+# duration is mostly the engine rendering its exposition (4.5 ms of CPU for vLLM's ~47 KB, 57 ms
+# for ~500 KB: bench/RESULTS.md), so reads while busy start at least duration / share apart: a
+# large exposition is read at the normal interval, a small one four times a second.
+BUSY_READ_ENGINE_SHARE = 0.05
 
 # The second of the two idle reads starts at least this long after the first: a request between
 # its arrival and its admission to the queue reads as zero for a moment, never for a second.

@@ -9,7 +9,13 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, replace
 
-from hook.constants import EXIT_RESERVE_S, IDLE_CONFIRM_GAP_S, IDLE_READS_REQUIRED, SPLIT_ROLE_EXIT_RESERVE_S
+from hook.constants import (
+    BUSY_READ_ENGINE_SHARE,
+    EXIT_RESERVE_S,
+    IDLE_CONFIRM_GAP_S,
+    IDLE_READS_REQUIRED,
+    SPLIT_ROLE_EXIT_RESERVE_S,
+)
 from hook.exitcodes import ExitCode
 from hook.gauges import Role
 from hook.outcome import Read, ReadOutcome
@@ -135,7 +141,10 @@ def next_step(plan: DrainPlan, state: DrainState, now: float) -> ReadAt | Finish
     elif state.idle_streak > 0 and state.first_idle_at is not None:
         due_at = max(last.started_at + plan.interval_s, state.first_idle_at + IDLE_CONFIRM_GAP_S)
     elif last.outcome is ReadOutcome.BUSY:
-        due_at = last.started_at + plan.busy_interval_s
+        # Faster while busy, but a read that took long (a large exposition) is not repeated so
+        # often that the scrapes load the engine: at most BUSY_READ_ENGINE_SHARE of its time.
+        spacing_s = min(plan.interval_s, max(plan.busy_interval_s, last.duration_s / BUSY_READ_ENGINE_SHARE))
+        due_at = last.started_at + spacing_s
     else:
         due_at = last.started_at + plan.interval_s
     at = max(now, due_at)

@@ -27,8 +27,8 @@ def plan(grace_s=30.0, route_wait_s=5.0, exit_reserve_s=5.0, interval_s=1.0, rea
                            busy_interval_s=busy_interval_s, read_timeout_s=read_timeout_s)
 
 
-def read(outcome, at, in_flight=None, detail="d", role=None):
-    return Read(outcome, started_at=at, duration_s=0.01, detail=detail, in_flight=in_flight, role=role)
+def read(outcome, at, in_flight=None, detail="d", role=None, duration_s=0.01):
+    return Read(outcome, started_at=at, duration_s=duration_s, detail=detail, in_flight=in_flight, role=role)
 
 
 def test_first_read_waits_out_the_route_wait_whatever_happens():
@@ -166,3 +166,15 @@ def test_a_split_role_at_the_default_grace_returns_by_g_minus_20():
     assert p.deadline_at == T0 + 10 and p.first_read_at == T0 + 5
     short = plan(grace_s=15, exit_reserve_s=20)
     assert short.deadline_at == T0 and isinstance(next_step(short, DrainState(), now=T0), Finish)
+
+
+@pytest.mark.parametrize("duration_s, spacing_s", [
+    (0.005, 0.25),  # vLLM's ~47 KB exposition: four reads a second
+    (0.025, 0.5),  # a read of 25 ms: every 0.5 s, so scraping takes at most 5% of the engine
+    (0.060, 1.0),  # ~500 KB: no faster than the normal interval
+    (1.5, 1.5),  # a read longer than the interval is followed at once
+])
+def test_reads_while_busy_are_spaced_by_what_they_cost_the_engine(duration_s, spacing_s):
+    p = plan(busy_interval_s=0.25)
+    s, _ = after_read(DrainState(), read(ReadOutcome.BUSY, T0 + 5.0, 3, duration_s=duration_s))
+    assert next_step(p, s, now=T0 + 5.0 + duration_s).at == pytest.approx(T0 + 5.0 + spacing_s)
