@@ -3,12 +3,14 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: venv demo test typecheck bundle bench clean
+.PHONY: venv demo test typecheck bundle images bench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test]'
+	@# The wheel holds the product (hook, sidecar); the test bed is imported from this checkout.
+	$(BIN)/python -c 'import pathlib, sysconfig; pathlib.Path(sysconfig.get_paths()["purelib"], "modeldrain-checkout.pth").write_text("$(CURDIR)\n")'
 	touch $@
 
 venv: $(BIN)/.installed
@@ -26,15 +28,24 @@ test: typecheck
 typecheck: venv
 	$(BIN)/python -m mypy
 
-# dist/prestop: the hook as one static executable (build/bundle.sh; see README.md).
-# Rebuilt only when what goes into it changes.
-BUNDLE_INPUTS := $(wildcard hook/*.py) build/bundle.sh build/prestop.spec build/stamp.py \
-                 build/requirements-bundle.txt
+# The static executables (build/bundle.sh; see docs/build.md), each rebuilt only when what goes
+# into it changes: dist/prestop (the hook) and dist/drain-sidecar (the sidecar, aiohttp and uvloop
+# inside); build/out/engine-emulator is the test bed's engine, for the container tests' image.
+BUILD_INPUTS    := build/bundle.sh build/stamp.py build/requirements-bundle.txt
+HOOK_INPUTS     := $(wildcard hook/*.py)
+SIDECAR_INPUTS  := $(HOOK_INPUTS) $(wildcard sidecar/*.py) sidecar/openapi.json
+EMULATOR_INPUTS := $(HOOK_INPUTS) $(wildcard emulation/*.py emulation/templates/*.txt)
 
-bundle: dist/prestop
+bundle: dist/prestop dist/drain-sidecar
 
-dist/prestop: $(BUNDLE_INPUTS)
-	build/bundle.sh
+dist/prestop: $(HOOK_INPUTS) build/prestop.spec $(BUILD_INPUTS)
+	build/bundle.sh prestop
+
+dist/drain-sidecar: $(SIDECAR_INPUTS) build/drain-sidecar.spec $(BUILD_INPUTS)
+	build/bundle.sh drain-sidecar
+
+build/out/engine-emulator: $(EMULATOR_INPUTS) build/engine-emulator.spec $(BUILD_INPUTS)
+	build/bundle.sh engine-emulator
 
 # bench/RESULTS.md: drain quality against the alternatives, and the cost of every part (~10 min
 # on 2 cores). Uses dist/prestop when it exists; BENCH_ARGS=--quick for a fast check.

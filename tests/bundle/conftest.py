@@ -1,7 +1,9 @@
-"""Fixtures for the bundled executable: built once per run, an engine to drain, old roots.
+"""Fixtures for the bundled executables: built once per run, an engine to drain, old roots.
 
-The engine is the emulated vLLM (emulation/). `make bundle` is the one way the executable is built (Makefile -> build/bundle.sh): the
-fixture runs it, and make rebuilds only when dist/prestop is missing or older than a source.
+The engine is the emulated vLLM (emulation/). `make bundle` is the one way the executables are
+built (Makefile -> build/bundle.sh): the fixture runs it, and make rebuilds only what is missing
+or older than a source. A machine that cannot build them (not Debian-like, not x86_64, or the
+Debian packages missing and no root to install them) skips with build/bundle.sh's reason.
 """
 
 from __future__ import annotations
@@ -14,11 +16,15 @@ from pathlib import Path
 
 import pytest
 
+from tests import environment
 from tests.conftest import REPO
 
 from .engine import BusyableEngine
 
 BUNDLE = REPO / "dist" / "prestop"
+SIDECAR_BUNDLE = REPO / "dist" / "drain-sidecar"
+BUNDLE_SCRIPT = REPO / "build" / "bundle.sh"
+EXIT_CANNOT_BUILD = 3  # build/bundle.sh --check: this machine cannot build (the reason on stderr)
 ONEFILE = REPO / "build" / "out" / "pyinstaller-dist" / "prestop"  # before staticx: needs a new glibc
 TOOLCHAIN_BIN = REPO / "build" / "out" / "venv" / "bin"  # build/bundle.sh's virtualenv
 OLD_DEBIAN_ROOTFS_SCRIPT = REPO / "tests" / "bundle" / "old_debian_rootfs.sh"
@@ -37,15 +43,31 @@ def _exclusive(name: str):
         yield
 
 
-@pytest.fixture(scope="session")
-def bundle() -> Path:
+def make(*targets: str) -> None:
+    """`make TARGET...` for executables build/bundle.sh makes; skips where it cannot build."""
+    check = subprocess.run([str(BUNDLE_SCRIPT), "--check"], capture_output=True, text=True, timeout=60)
+    if check.returncode == EXIT_CANNOT_BUILD:
+        environment.unavailable(check.stderr.strip())
+    assert check.returncode == 0, check.stderr
     with _exclusive("bundle"):
-        done = subprocess.run(["make", "-s", "bundle"], cwd=REPO, capture_output=True, text=True,
+        done = subprocess.run(["make", "-s", *targets], cwd=REPO, capture_output=True, text=True,
                               timeout=BUILD_TIMEOUT_S)
     if done.returncode != 0:
-        pytest.fail(f"`make bundle` failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+        pytest.fail(f"`make {' '.join(targets)}` failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+
+
+@pytest.fixture(scope="session")
+def bundle() -> Path:
+    make("bundle")
     assert BUNDLE.is_file() and os.access(BUNDLE, os.X_OK)
     return BUNDLE
+
+
+@pytest.fixture(scope="session")
+def sidecar_bundle() -> Path:
+    make("bundle")
+    assert SIDECAR_BUNDLE.is_file() and os.access(SIDECAR_BUNDLE, os.X_OK)
+    return SIDECAR_BUNDLE
 
 
 @pytest.fixture
@@ -64,14 +86,13 @@ def bundle_env(tmp_path) -> dict[str, str]:
 
 
 def require_root() -> None:
-    if os.geteuid() != 0:
-        pytest.skip("needs root for chroot and private mounts (CI runs as root)")
+    environment.require_root("chroot and private mounts")
 
 
 @pytest.fixture(scope="session")
 def old_debian_root() -> Path:
     """Debian 11 (bullseye, glibc 2.31), minbase: no Python. Built once, cached in build/out/."""
-    require_root()
+    environment.require_root("debootstrap builds the Debian 11 root")
     root = REPO / "build" / "out" / "rootfs" / "bullseye-minbase"
     with _exclusive("rootfs"):
         done = subprocess.run(["bash", str(OLD_DEBIAN_ROOTFS_SCRIPT), "bullseye", str(root)],

