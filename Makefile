@@ -47,6 +47,23 @@ dist/drain-sidecar: $(SIDECAR_INPUTS) build/drain-sidecar.spec $(BUILD_INPUTS)
 build/out/engine-emulator: $(EMULATOR_INPUTS) build/engine-emulator.spec $(BUILD_INPUTS)
 	build/bundle.sh engine-emulator
 
+# The images, without a Docker daemon and without pulling anything (build/images.sh: Debian's
+# buildah builds each Dockerfile's final stage FROM scratch around the static executable), as
+# OCI archives for `podman load` / `docker load`. build/out/images/engine-emulator.tar is the
+# container tests' stand-in engine image (test bed, never shipped).
+IMAGE_INPUTS := build/images.sh build/image-root.sh build/containers.sh
+
+images: dist/images/prestop.tar dist/images/drain-sidecar.tar
+
+dist/images/prestop.tar: dist/prestop Dockerfile.hook $(IMAGE_INPUTS)
+	build/images.sh prestop $@
+
+dist/images/drain-sidecar.tar: dist/drain-sidecar Dockerfile.sidecar $(IMAGE_INPUTS)
+	build/images.sh drain-sidecar $@
+
+build/out/images/engine-emulator.tar: build/out/engine-emulator emulation/engine.Dockerfile $(IMAGE_INPUTS)
+	build/images.sh engine-emulator $@
+
 # bench/RESULTS.md: drain quality against the alternatives, and the cost of every part (~10 min
 # on 2 cores). Uses dist/prestop when it exists; BENCH_ARGS=--quick for a fast check.
 bench: venv
