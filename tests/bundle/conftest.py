@@ -8,8 +8,6 @@ Debian packages missing and no root to install them) skips with build/bundle.sh'
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import os
 import subprocess
 from pathlib import Path
@@ -17,43 +15,16 @@ from pathlib import Path
 import pytest
 
 from tests import environment
+from tests.builds import BUILD_TIMEOUT_S, exclusive, make
 from tests.conftest import REPO
 
 from .engine import BusyableEngine
 
 BUNDLE = REPO / "dist" / "prestop"
 SIDECAR_BUNDLE = REPO / "dist" / "drain-sidecar"
-BUNDLE_SCRIPT = REPO / "build" / "bundle.sh"
-EXIT_CANNOT_BUILD = 3  # build/bundle.sh --check: this machine cannot build (the reason on stderr)
 ONEFILE = REPO / "build" / "out" / "pyinstaller-dist" / "prestop"  # before staticx: needs a new glibc
 TOOLCHAIN_BIN = REPO / "build" / "out" / "venv" / "bin"  # build/bundle.sh's virtualenv
 OLD_DEBIAN_ROOTFS_SCRIPT = REPO / "tests" / "bundle" / "old_debian_rootfs.sh"
-
-# A cold build (toolchain venv, PyInstaller, staticx) takes ~30 s on 2 cores; debootstrap ~40 s.
-BUILD_TIMEOUT_S = 600
-
-
-@contextlib.contextmanager
-def _exclusive(name: str):
-    """One builder at a time: pytest-xdist workers each open the session fixtures."""
-    lock_path = REPO / "build" / "out" / f".{name}-fixture.lock"  # not the build scripts' own locks
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
-
-
-def make(*targets: str) -> None:
-    """`make TARGET...` for executables build/bundle.sh makes; skips where it cannot build."""
-    check = subprocess.run([str(BUNDLE_SCRIPT), "--check"], capture_output=True, text=True, timeout=60)
-    if check.returncode == EXIT_CANNOT_BUILD:
-        environment.unavailable(check.stderr.strip())
-    assert check.returncode == 0, check.stderr
-    with _exclusive("bundle"):
-        done = subprocess.run(["make", "-s", *targets], cwd=REPO, capture_output=True, text=True,
-                              timeout=BUILD_TIMEOUT_S)
-    if done.returncode != 0:
-        pytest.fail(f"`make {' '.join(targets)}` failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
 
 
 @pytest.fixture(scope="session")
@@ -94,7 +65,7 @@ def old_debian_root() -> Path:
     """Debian 11 (bullseye, glibc 2.31), minbase: no Python. Built once, cached in build/out/."""
     environment.require_root("debootstrap builds the Debian 11 root")
     root = REPO / "build" / "out" / "rootfs" / "bullseye-minbase"
-    with _exclusive("rootfs"):
+    with exclusive("rootfs"):
         done = subprocess.run(["bash", str(OLD_DEBIAN_ROOTFS_SCRIPT), "bullseye", str(root)],
                               capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
     if done.returncode != 0:
