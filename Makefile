@@ -19,11 +19,10 @@ demo: venv
 	$(BIN)/python -m emulation.demo
 
 # Three workers on two cores: the suite mostly waits on real clocks (route waits, deadlines).
-# loadgroup: the container tests (xdist_group "containers") share one worker and one podman store.
 PYTEST_WORKERS ?= 3
 
 test: typecheck
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS)
 
 # mypy, configured in pyproject.toml: the product fully typed, the rest where annotated.
 typecheck: venv

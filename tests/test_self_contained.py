@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 from pathlib import Path
 
 from tests.conftest import REPO
 
-# What a fresh clone does not have: build output, caches, the virtualenv, git's own files.
-NOT_SOURCE = {".git", ".venv", "dist", ".pytest_cache", ".mypy_cache", ".setuptools-build", "__pycache__"}
+# Without git (an unpacked sdist): what a fresh clone does not have, by name.
+NOT_SOURCE = {".git", ".venv", "dist", ".pytest_cache", ".mypy_cache", ".hypothesis", ".setuptools-build",
+              "__pycache__"}
 NOT_SOURCE_PATHS = {REPO / "build" / "out"}
 
 # A sibling folder of the checkout, and the machine-local folders this was written in.
@@ -18,6 +20,11 @@ OUTSIDE = re.compile(r"\.\./shared/|(?<![\w.])/work/|/tmp/research|/home/\w+/|/r
 
 
 def source_files() -> list[Path]:
+    """The tree: what git tracks, and new files it does not ignore."""
+    listed = subprocess.run(["git", "-C", str(REPO), "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+                            capture_output=True, timeout=60)
+    if listed.returncode == 0:
+        return [REPO / name for name in listed.stdout.decode().split("\0") if name and (REPO / name).is_file()]
     files = []
     for folder, subfolders, names in os.walk(REPO):
         subfolders[:] = [d for d in subfolders if d not in NOT_SOURCE and not d.endswith(".egg-info")

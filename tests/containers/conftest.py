@@ -10,6 +10,7 @@ deploy/ builds itself are built from deploy/'s own Dockerfiles.
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
 import subprocess
@@ -25,7 +26,8 @@ from tests.deploy.manifests import (PRESTOP_IMAGE_REPO, SIDECAR_IMAGE_REPO, PodT
 from .kubelet import Pod
 from .podman import Podman
 
-STORE = REPO / "build" / "out" / "containers" / "pods"
+# One store per pytest-xdist worker: a worker's set-up or clean-up never touches another's.
+STORE = REPO / "build" / "out" / "containers" / f"pods-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"
 POD_ENV = REPO / "tests" / "containers" / "pod-env.sh"
 EXIT_CANNOT_RUN = 3  # pod-env.sh: this machine cannot run containers (the reason on stderr)
 SETUP_TIMEOUT_S = 900  # a cold CI machine: apt-get, three static executables, the images

@@ -13,7 +13,7 @@ from tests.deploy.manifests import PodTemplate
 from .conftest import template_named
 from .kubelet import PodStartError
 
-pytestmark = [pytest.mark.containers, pytest.mark.xdist_group("containers"), pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.containers, pytest.mark.timeout(900)]
 
 
 def changed(pod_name: str, change) -> PodTemplate:

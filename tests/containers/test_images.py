@@ -13,7 +13,7 @@ import pytest
 from hook import __version__
 from tests.conftest import REPO
 
-pytestmark = [pytest.mark.containers, pytest.mark.xdist_group("containers"), pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.containers, pytest.mark.timeout(900)]
 
 PRESTOP = f"modeldrain/prestop:{__version__}"
 SIDECAR = f"modeldrain/drain-sidecar:{__version__}"

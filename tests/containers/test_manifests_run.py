@@ -10,7 +10,6 @@ The Pods run side by side (each in its own network namespace): most of a lifecyc
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from typing import Iterator
 
 import pytest
 
@@ -18,33 +17,20 @@ from tests.deploy.manifests import PodTemplate, is_sidecar_image, pod_templates,
 
 from .kubelet import Deletion, Pod
 
-pytestmark = [pytest.mark.containers, pytest.mark.xdist_group("containers"), pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.containers, pytest.mark.timeout(900)]
 
 TEMPLATES = pod_templates()
 
 
-@pytest.fixture(scope="module")
-def lifecycles(podman, tokens, tmp_path_factory) -> Iterator[dict[str, tuple[Pod, Deletion | BaseException]]]:
-    def lifecycle(template: PodTemplate) -> tuple[Pod, Deletion | BaseException]:
-        pod = Pod(podman, template, tmp_path_factory.mktemp(template.pod_name), secrets=tokens)
-        try:
-            return pod, pod.start().delete()
-        except BaseException as exc:  # reported by the test of this Pod, not lost in the pool
-            return pod, exc
-
-    with ThreadPoolExecutor(max_workers=len(TEMPLATES)) as pool:
-        results = dict(zip([t.pod_name for t in TEMPLATES], pool.map(lifecycle, TEMPLATES)))
-    yield results
-    for pod, _ in results.values():
-        pod.remove()
+def lifecycle(podman, tokens, workdir, template: PodTemplate) -> tuple[Pod, Deletion | BaseException]:
+    pod = Pod(podman, template, workdir, secrets=tokens)
+    try:
+        return pod, pod.start().delete()
+    except BaseException as exc:  # reported with the Pod's name below, not lost in the pool
+        return pod, exc
 
 
-@pytest.mark.parametrize("template", TEMPLATES, ids=lambda t: t.id)
-def test_the_pod_starts_and_drains_when_deleted(lifecycles, template):
-    pod, outcome = lifecycles[template.pod_name]
-    if isinstance(outcome, BaseException):
-        raise outcome
-    deletion = outcome
+def check(template: PodTemplate, pod: Pod, deletion: Deletion) -> None:
     containers = template.containers()
     assert pod.started == [c["name"] for c in containers]  # every container, in kubelet's order
     for container in template.spec["containers"]:
@@ -57,7 +43,28 @@ def test_the_pod_starts_and_drains_when_deleted(lifecycles, template):
         assert hook.events[0]["target_source"] == "annotation"  # the downward-API file, as laid out
     for name, stop in deletion.stops.items():
         assert stop.exit_code in (0, 143), (name, stop)  # never 137: nothing needed SIGKILL
-    sidecars = [c["name"] for c in containers if is_sidecar_image(c["image"])]
     engine_stops = [deletion.stops[c["name"]].ended_at for c in template.spec["containers"]]
-    for name in sidecars:  # a native sidecar stops after the engine
-        assert deletion.stops[name].started_at >= max(engine_stops)
+    for container in containers:
+        if is_sidecar_image(container["image"]):  # a native sidecar stops after the engine
+            assert deletion.stops[container["name"]].started_at >= max(engine_stops)
+
+
+def test_every_pod_starts_and_drains_when_deleted(podman, tokens, tmp_path):
+    """All of deploy/'s Pods side by side; a failure names each Pod that did not make it, and why."""
+    with ThreadPoolExecutor(max_workers=len(TEMPLATES)) as pool:
+        futures = {t.pod_name: pool.submit(lifecycle, podman, tokens, tmp_path / t.pod_name, t) for t in TEMPLATES}
+        results = {name: future.result() for name, future in futures.items()}
+    failures = []
+    try:
+        for template in TEMPLATES:
+            pod, outcome = results[template.pod_name]
+            try:
+                if isinstance(outcome, BaseException):
+                    raise outcome
+                check(template, pod, outcome)
+            except AssertionError as exc:
+                failures.append(f"{template.source}: {exc}")
+    finally:
+        for pod, _ in results.values():
+            pod.remove()
+    assert not failures, "\n\n".join(failures)

@@ -28,7 +28,7 @@ from .conftest import template_named
 from .kubelet import Pod
 from .netns import call_in_netns, http_get
 
-pytestmark = [pytest.mark.containers, pytest.mark.xdist_group("containers"), pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.containers, pytest.mark.timeout(900)]
 
 POD = "llm-vllm-sidecar"
 ENGINE_PORT = 8000
@@ -76,10 +76,9 @@ def status_of(pid: int, key: str) -> list[str]:
         return next(line.split(":", 1)[1].split() for line in f if line.startswith(key + ":"))
 
 
-@pytest.fixture(scope="module")
-def drained(podman, tokens, tmp_path_factory):
-    """The whole scenario, once; the tests below read what happened."""
-    pod = Pod(podman, template_named(POD), tmp_path_factory.mktemp(POD), secrets=tokens)
+def delete_under_load(podman, tokens, tmp_path) -> dict[str, Any]:
+    """The whole scenario; the checks below read what happened."""
+    pod = Pod(podman, template_named(POD), tmp_path, secrets=tokens)
     try:
         pod.start()
         token = tokens["drain-sidecar-token"]["token"]
@@ -90,7 +89,11 @@ def drained(podman, tokens, tmp_path_factory):
         load = LoadGenerator(f"http://127.0.0.1:{ENGINE_PORT}", rate_per_s=3, durations=REQUESTS, seed=9)
         reader = WorkReader(token)
         # Threads started from inside the Pod's namespace live there too.
-        call_in_netns(pod.netns_path, lambda: (load.start(), reader.start()))
+
+        def start_inside() -> None:
+            load.start()
+            reader.start()
+        call_in_netns(pod.netns_path, start_inside)
         time.sleep(LOAD_BEFORE_DELETE_S)
         deleted_at = time.monotonic()
         result: dict[str, Any] = {}
@@ -102,20 +105,20 @@ def drained(podman, tokens, tmp_path_factory):
         deleting.join(120)
         reader.done.set()
         reader.join(10)
-        yield {"pod": pod, "deletion": result["deletion"], "tally": tally, "answers": reader.answers,
+        return {"pod": pod, "deletion": result["deletion"], "tally": tally, "answers": reader.answers,
                "deleted_at": deleted_at, "identity": identity, "unauthenticated": unauthenticated,
                "engine_log": pod.logs("engine"), "sidecar_log": pod.logs("drain-sidecar")}
     finally:
         pod.remove()
 
 
-def test_every_container_runs_as_nobody_with_fs_groups_group(drained):
+def check_every_container_runs_as_nobody_with_fs_groups_group(drained):
     for name, (uid, groups) in drained["identity"].items():
         assert uid == [str(NOBODY)] * 4, name
         assert str(FS_GROUP) in groups, name
 
 
-def test_nothing_is_cut(drained):
+def check_nothing_is_cut(drained):
     tally = drained["tally"]
     assert tally.completed >= 6, tally.summary()
     assert (tally.cut, tally.rejected, tally.refused, tally.other, tally.in_flight) == (0, 0, 0, 0, 0), \
@@ -125,7 +128,7 @@ def test_nothing_is_cut(drained):
     assert any(r.started_at > drained["deleted_at"] for r in tally.records)
 
 
-def test_the_hooks_timeline(drained):
+def check_the_hooks_timeline(drained):
     hook = drained["deletion"].hooks["engine"]
     assert hook.argv == ["/drain/prestop", "--grace", "30"]  # what the manifest says, as installed
     assert hook.code == 0, hook.stderr
@@ -144,14 +147,14 @@ def test_the_hooks_timeline(drained):
     assert json.loads(hook.stdout.strip().splitlines()[-1])["event"] == "drain_finished"
 
 
-def test_the_drain_is_in_the_engine_containers_log(drained):
+def check_the_drain_is_in_the_engine_containers_log(drained):
     """prestop mirrors its lines to PID 1's stdout: `kubectl logs` shows the drain."""
     lines = [json.loads(line) for line in drained["engine_log"].splitlines() if line.startswith('{"ts"')]
     events = [line["event"] for line in lines if line.get("source") == "prestop"]
     assert events[0] == "drain_started" and events[-1] == "drain_finished", events
 
 
-def test_the_engine_stops_with_the_rest_of_the_grace(drained):
+def check_the_engine_stops_with_the_rest_of_the_grace(drained):
     deletion = drained["deletion"]
     hook, stop = deletion.hooks["engine"], deletion.stops["engine"]
     assert stop.grace_s == 30 - int(hook.ended_at - deletion.started_at)
@@ -159,7 +162,7 @@ def test_the_engine_stops_with_the_rest_of_the_grace(drained):
     assert stop.exit_code != 137 and stop.ended_at - stop.started_at < stop.grace_s  # not SIGKILLed
 
 
-def test_the_sidecar_answers_through_the_drain(drained):
+def check_the_sidecar_answers_through_the_drain(drained):
     answers, deletion = drained["answers"], drained["deletion"]
     hook, engine_stop = deletion.hooks["engine"], deletion.stops["engine"]
     sidecar_stop = deletion.stops["drain-sidecar"]
@@ -181,10 +184,27 @@ def test_the_sidecar_answers_through_the_drain(drained):
     assert all(not a.body["sidecar"]["terminating"] for a in before_stop)
 
 
-def test_the_sidecar_stops_last_and_cleanly(drained):
+def check_the_sidecar_stops_last_and_cleanly(drained):
     deletion = drained["deletion"]
     sidecar_stop = deletion.stops["drain-sidecar"]
     assert sidecar_stop.started_at >= deletion.stops["engine"].ended_at
     assert sidecar_stop.exit_code == 0
     events = [json.loads(line)["event"] for line in drained["sidecar_log"].splitlines() if line.startswith('{"ts"')]
     assert events[-2:] == ["stopping", "stopped"] and "sigterm" in events, events
+
+
+CHECKS = [check_every_container_runs_as_nobody_with_fs_groups_group, check_nothing_is_cut, check_the_hooks_timeline,
+          check_the_drain_is_in_the_engine_containers_log, check_the_engine_stops_with_the_rest_of_the_grace,
+          check_the_sidecar_answers_through_the_drain, check_the_sidecar_stops_last_and_cleanly]
+
+
+def test_a_pod_deleted_under_load_cuts_nothing_and_stays_readable(podman, tokens, tmp_path):
+    """One deletion (~20 s), every property of it checked; a failure names the check."""
+    drained = delete_under_load(podman, tokens, tmp_path)
+    failures = []
+    for check in CHECKS:
+        try:
+            check(drained)
+        except AssertionError as exc:
+            failures.append(f"{check.__name__}: {exc}")
+    assert not failures, "\n\n".join(failures)
