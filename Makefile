@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: venv demo test typecheck bundle images bench clean
+.PHONY: venv demo test typecheck fuzz bundle images bench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,14 @@ PYTEST_WORKERS ?= 3
 
 test: typecheck
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS)
+
+# The differential tests of the reader and the fetch, with many more generated inputs than
+# `make test` runs (FUZZ_EXAMPLES each; ~10 min at 10000 on 2 cores).
+FUZZ_EXAMPLES ?= 10000
+
+fuzz: venv
+	MODELDRAIN_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --timeout=3600 \
+		tests/hook/test_exposition_differential.py tests/hook/test_fetch_differential.py
 
 # mypy, configured in pyproject.toml: the product fully typed, the rest where annotated.
 typecheck: venv

@@ -295,6 +295,27 @@ def _sidecar_section(sidecar: dict) -> list[str]:
               f"least `MIN_READ_INTERVAL_S` = {MIN_READ_INTERVAL_S:g} s apart (sidecar/constants.py), every answer "
               "waits for a read that started after it was asked, and concurrent askers share one read (answers "
               "per read).", ""]
+    if report.get("retirements"):
+        lines += _retirement_lines(report["retirements"])
+    return lines
+
+
+def _retirement_lines(cases: list[dict]) -> list[str]:
+    times = cases[0]["retirements"]
+    lines = ["### A retirement: what the controller costs the engine", "",
+             f"The same script: the reference client (`sidecar/retirement.py` `retire`, as `drain-sidecar retirement` "
+             f"runs it) retires an idle replica {times} times per shape, each time to its verdict; medians per "
+             "retirement. Engine reads are the emulator's own count; read time is the sidecar's read-duration "
+             "histogram (fetch and parse of the ~47 KB exposition); a worker's read is of an engine that serves "
+             "no metrics (a refused connection).", ""]
+    header = ["replica", "verdict", "rounds", "wall time", "engine reads", "read time", "bytes from the engine",
+              "worker reads"]
+    rows = [[f"{c['case']} ({c['members']} Pod{'s' if c['members'] > 1 else ''})", "/".join(c["verdicts"]),
+             f"{c['rounds_median']:g}", f"{c['wall_s_median']} s", f"{c['engine_reads_median']:g}",
+             f"{c['engine_read_ms_median']} ms", f"{c['engine_kb_median']} kB", f"{c['worker_reads_median']:g}"]
+            for c in cases]
+    lines += _table(header, rows)
+    lines += ["", "A busy replica costs one more read of each member per round (1.1 s) until it reads idle twice.", ""]
     return lines
 
 

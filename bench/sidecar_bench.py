@@ -1,6 +1,7 @@
-"""drain-sidecar under load: /v1/work latency and throughput, engine reads per second, RSS.
+"""drain-sidecar under load: /v1/work latency and throughput, engine reads per second, RSS; and what one
+retirement (the controller's protocol, sidecar/retirement.py) costs the engine.
 
-    .venv/bin/python bench/sidecar_bench.py [--seconds 5] [--clients 1,64] [--json out.json]
+    .venv/bin/python bench/sidecar_bench.py [--seconds 5] [--clients 1,64] [--retirements 5] [--json out.json]
 
 Starts the engine emulator (vLLM, its real ~47 KB idle exposition) and the sidecar on loopback,
 then runs one client pausing 250 ms between requests (how the controller reads), and for each
@@ -8,6 +9,11 @@ client count that many aiohttp clients in a closed loop (each sends its next req
 answer arrives), for the given time each. Engine reads come from the emulator's
 own count (GET /control/stats `metrics_reads`), RSS from /proc. Client, sidecar and emulator
 share the machine's cores, so the figures are a floor for a sidecar with a core of its own.
+
+Retirements: the reference client's `retire` against an idle single-Pod replica, and against a
+leader with one worker whose engine serves no metrics (as on a leader-served replica), each run
+`--retirements` times; per retirement, the engine reads, the engine time they took (the sidecar's
+own read-duration histogram), the bytes the engine served, the rounds and the wall time.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import aiohttp  # noqa: E402
 
 from emulation.engine_process import EngineProcess  # noqa: E402
+from sidecar import retirement  # noqa: E402
 from tests.sidecar.sidecar_process import SidecarProcess, kill_now  # noqa: E402
 
 
@@ -105,10 +112,73 @@ def run_case(engine: EngineProcess, sidecar: SidecarProcess, clients: int, secon
     }
 
 
+def _member_env(name: str, index: int, size: int) -> dict[str, str]:
+    return {"POD_NAMESPACE": "bench", "POD_NAME": name, "POD_UID": f"uid-{name}", "LWS_WORKER_INDEX": str(index),
+            "LWS_GROUP_SIZE": str(size), "MEMBER_CONFIGURATION": "rev-1"}
+
+
+def retirement_case(name: str, engine: EngineProcess, sidecars: list[SidecarProcess], times: int) -> dict:
+    """`times` retirements of one replica; the cost per retirement, read off the engine and the sidecars."""
+    members = [retirement.Member(s.base_url, retirement.PodRef("bench", f"{name}-{i}", f"uid-{name}-{i}"))
+               for i, s in enumerate(sidecars)]
+    leader = sidecars[0]
+    body_bytes = leader.work()["read"]["body_bytes"]
+    runs = []
+    for _ in range(times):
+        reads_before = engine.stats()["metrics_reads"]
+        sums_before = [read_seconds(s) for s in sidecars]
+        rounds = 0
+
+        def count(_at_s: float, _decision: retirement.Decision) -> None:
+            nonlocal rounds
+            rounds += 1
+        started = time.monotonic()
+        decision = retirement.retire(members, budget_s=30.0, on_round=count)
+        wall_s = time.monotonic() - started
+        reads = engine.stats()["metrics_reads"] - reads_before
+        sums_after = [read_seconds(s) for s in sidecars]
+        runs.append({
+            "verdict": decision.verdict.value,
+            "rounds": rounds,
+            "wall_s": wall_s,
+            "engine_reads": reads,
+            "engine_read_ms": (sums_after[0][0] - sums_before[0][0]) * 1000,
+            "worker_reads": sum(after[1] - before[1] for before, after in zip(sums_before[1:], sums_after[1:])),
+        })
+    return {
+        "case": name,
+        "members": len(sidecars),
+        "retirements": times,
+        "verdicts": sorted({r["verdict"] for r in runs}),
+        "rounds_median": statistics.median(r["rounds"] for r in runs),
+        "wall_s_median": round(statistics.median(r["wall_s"] for r in runs), 2),
+        "engine_reads_median": statistics.median(r["engine_reads"] for r in runs),
+        "engine_read_ms_median": round(statistics.median(r["engine_read_ms"] for r in runs), 2),
+        "engine_kb_median": round(statistics.median(r["engine_reads"] for r in runs) * body_bytes / 1000, 1),
+        "worker_reads_median": statistics.median(r["worker_reads"] for r in runs),
+    }
+
+
+def run_retirements(times: int) -> list[dict]:
+    cases = []
+    with EngineProcess("--kind", "vllm") as engine:
+        with SidecarProcess("--port", str(engine.port), "--engine", "vllm", env=_member_env("single-0", 0, 1)) as one:
+            cases.append(retirement_case("single", engine, [one], times))
+        with EngineProcess("--kind", "vllm") as silent:  # a port that refuses: the worker serves no metrics
+            nowhere = silent.port
+            kill_now(silent)
+        with SidecarProcess("--port", str(engine.port), "--engine", "vllm", env=_member_env("group-0", 0, 2)) as lead, \
+                SidecarProcess("--port", str(nowhere), "--engine", "vllm", env=_member_env("group-1", 1, 2)) as worker:
+            cases.append(retirement_case("group", engine, [lead, worker], times))
+        kill_now(engine)
+    return cases
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=5.0, help="per client count (default 5)")
     parser.add_argument("--clients", default="1,64", help="comma-separated client counts (default 1,64)")
+    parser.add_argument("--retirements", type=int, default=5, help="retirements per replica shape (default 5)")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
     counts = [int(c) for c in args.clients.split(",")]
@@ -121,7 +191,8 @@ def main() -> int:
         for clients in counts:  # closed loops: each client asks again as soon as it has its answer
             results.append(run_case(engine, sidecar, clients, args.seconds))
         kill_now(engine)
-    report = {"sidecar_rss_at_start_kib": idle_rss["rss_kib"], "cases": results}
+    retirements = run_retirements(args.retirements)
+    report = {"sidecar_rss_at_start_kib": idle_rss["rss_kib"], "cases": results, "retirements": retirements}
     print(f"sidecar RSS at start: {idle_rss['rss_kib'] / 1024:.1f} MiB")
     print(f"{'clients':>7} {'pause':>6} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'reads/s':>8} {'ans/read':>8} "
           f"{'errors':>6} {'RSS MiB':>8} {'peak MiB':>8} {'read ms':>8}")
@@ -129,9 +200,16 @@ def main() -> int:
         print(f"{r['clients']:>7} {r['pause_ms']:>6} {r['throughput_rps']:>8} {r['p50_ms']:>8} {r['p99_ms']:>8} "
               f"{r['engine_reads_per_s']:>8} {r['answers_per_read']:>8} {r['errors']:>6} "
               f"{r['rss_kib'] / 1024:>8.1f} {r['peak_rss_kib'] / 1024:>8.1f} {r['engine_read_mean_ms']:>8}")
+    print(f"{'replica':>8} {'members':>7} {'rounds':>6} {'wall s':>6} {'reads':>5} {'read ms':>7} {'kB':>6} "
+          f"{'worker':>6}")
+    for r in retirements:
+        print(f"{r['case']:>8} {r['members']:>7} {r['rounds_median']:>6} {r['wall_s_median']:>6} "
+              f"{r['engine_reads_median']:>5} {r['engine_read_ms_median']:>7} {r['engine_kb_median']:>6} "
+              f"{r['worker_reads_median']:>6}")
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n")
-    return 0 if all(r["errors"] == 0 for r in results) else 1
+    deleted = all(r["verdicts"] == ["delete"] for r in retirements)
+    return 0 if all(r["errors"] == 0 for r in results) and deleted else 1
 
 
 if __name__ == "__main__":

@@ -10,8 +10,13 @@ from __future__ import annotations
 import os
 import re
 
+from hook.files import SmallFileError, read_small_file
+
 # Mounted by the Pod snippet in README.md; absent outside a Pod.
 DEFAULT_ANNOTATIONS_FILE = "/etc/podinfo/annotations"
+
+# Kubernetes caps all of a Pod's annotations at 256 KiB; four times that is not an annotations file.
+MAX_ANNOTATIONS_BYTES = 1024 * 1024
 
 PORT_ANNOTATION = "prometheus.io/port"
 PATH_ANNOTATION = "prometheus.io/path"
@@ -77,10 +82,10 @@ def parse_annotations(text: str) -> dict[str, str]:
 
 def read_annotations(path: str) -> dict[str, str]:
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return parse_annotations(f.read(1024 * 1024))
-    except OSError as exc:
-        raise AnnotationsError(f"cannot read {path}: {exc.strerror or exc}") from None
+        content = read_small_file(path, MAX_ANNOTATIONS_BYTES)
+    except SmallFileError as exc:
+        raise AnnotationsError(str(exc)) from None
+    return parse_annotations(content.decode("utf-8", "replace"))
 
 
 def default_annotations_file() -> str | None:

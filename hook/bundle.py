@@ -8,6 +8,12 @@ The one module that knows how a bundle looks from inside (build/bundle.sh makes 
   was exec'd in STATICX_PROG_PATH.
 
 Everything else (the exec clock, `prestop install`, `prestop version`) asks here.
+
+Both launchers unpack into $TMPDIR (else /tmp) on every start and remove what they unpacked
+when they exit, but each forwards signals only once it has started its child: a SIGTERM in
+the first ~50 ms (staticx) or ~150 ms (PyInstaller) kills it mid-unpack with the default action,
+before any code of ours runs, and SIGKILL always leaves its directory. So the next start
+removes such leftovers: unpack directories older than a minute that no running process maps.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import json
 import os
 import platform
 import sys
+import time
 from typing import Mapping, TypedDict, cast
 
 # staticx tells the program it runs where the exec'd file is (its realpath).
@@ -69,6 +76,83 @@ def launcher_paths(environ: Mapping[str, str] = os.environ) -> list[str]:
     if prog_path:
         paths.append(prog_path)
     return paths
+
+
+# What staticx (staticx-XXXXXX) and PyInstaller's onefile bootloader (_MEIxxxxxx) unpack into.
+UNPACK_DIR_PREFIXES = ("staticx-", "_MEI")
+# Unpacking takes well under a second; a directory this old that nothing maps is a leftover, and
+# a concurrent start (two hooks at once) is never mistaken for one.
+STALE_UNPACK_DIR_AGE_S = 60.0
+
+
+def stale_unpack_dirs(tmpdir: str, *, now_unix: float, proc_root: str = "/proc") -> list[str]:
+    """Unpack directories in tmpdir, ours, older than STALE_UNPACK_DIR_AGE_S, that no process maps."""
+    candidates = []
+    try:
+        entries = list(os.scandir(tmpdir))
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.name.startswith(UNPACK_DIR_PREFIXES):
+            continue
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if entry.is_dir(follow_symlinks=False) and st.st_uid == os.getuid() \
+                and now_unix - st.st_mtime >= STALE_UNPACK_DIR_AGE_S:
+            candidates.append(entry.path)
+    if not candidates:
+        return []
+    in_use = _mapped_paths(proc_root)
+    return [d for d in candidates if not any(p.startswith(d + "/") for p in in_use)]
+
+
+def _mapped_paths(proc_root: str) -> set[str]:
+    """Every file path some process here maps (its executable and libraries included)."""
+    paths: set[str] = set()
+    try:
+        pids = [p for p in os.listdir(proc_root) if p.isdigit()]
+    except OSError:
+        return paths
+    for pid in pids:
+        try:
+            with open(os.path.join(proc_root, pid, "maps"), "rb") as f:
+                for line in f:
+                    fields = line.split(None, 5)
+                    if len(fields) == 6 and fields[5].startswith(b"/"):
+                        paths.add(fields[5].rstrip(b"\n").decode("utf-8", "replace"))
+        except OSError:
+            continue  # gone, or not ours to read: it cannot be one of our launchers' children
+    return paths
+
+
+def remove_stale_unpack_dirs(*, proc_root: str = "/proc") -> tuple[list[str], int]:
+    """Remove leftovers of earlier starts in this bundle's temp dir: (paths removed, bytes freed)."""
+    if not is_bundle():
+        return [], 0
+    import shutil  # only a bundle gets here
+
+    removed, freed = [], 0
+    # Where both launchers unpack: $TMPDIR, else /tmp.
+    for path in stale_unpack_dirs(os.environ.get("TMPDIR") or "/tmp", now_unix=time.time(), proc_root=proc_root):
+        size = _tree_bytes(path)
+        shutil.rmtree(path, ignore_errors=True)  # best effort: whatever stays is tried again next start
+        if not os.path.exists(path):
+            removed.append(path)
+            freed += size
+    return removed, freed
+
+
+def _tree_bytes(path: str) -> int:
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                pass  # vanished meanwhile: nothing to count
+    return total
 
 
 def read_build_stamp() -> BuildStamp | None:

@@ -13,10 +13,13 @@ import signal
 import sys
 import time
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hook import __version__
 from hook.exitcodes import ExitCode
+
+if TYPE_CHECKING:
+    from hook.events import EventLog
 
 EXIT_CODES_HELP = """\
 exit codes:
@@ -56,8 +59,38 @@ class _Stopped(BaseException):
         self.code, self.outcome, self.reason = _STOP_SIGNALS[signal.Signals(signum)]
 
 
-def _on_stop_signal(signum: int, frame: FrameType | None) -> None:
-    raise _Stopped(signum)
+class _StopSignals:
+    """SIGTERM and SIGINT, caught from the first line of main(). Until the drain is ready to be
+    interrupted (inside its try), a signal is only remembered; then it ends the drain at once."""
+
+    def __init__(self) -> None:
+        self.pending: int | None = None
+        self.armed = False
+
+    def install(self) -> None:
+        for signum in _STOP_SIGNALS:
+            signal.signal(signum, self._on_signal)
+
+    def arm(self) -> None:
+        if self.pending is not None:
+            raise _Stopped(self.pending)
+        self.armed = True
+
+    def ignore(self) -> None:
+        """The result is decided: nothing may cut its line."""
+        self.armed = False
+        for signum in _STOP_SIGNALS:
+            signal.signal(signum, signal.SIG_IGN)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if self.pending is None:
+            self.pending = signum
+        if self.armed:
+            self.armed = False  # one stop per drain: a second signal must not cut the first's final line
+            raise _Stopped(signum)
+
+
+_SIGNALS = _StopSignals()
 
 
 def _ensure_standard_streams() -> None:
@@ -118,6 +151,7 @@ def drain(argv: list[str]) -> int:
     fields: dict[str, Any]
     started_at = time.monotonic()  # until /proc says when the exec happened
     try:
+        _SIGNALS.arm()
         from hook.clock import exec_started_at
         from hook.config import resolve_drain_config
         from hook.drain import run_drain
@@ -126,6 +160,7 @@ def drain(argv: list[str]) -> int:
         started_at = exec_started_at()
         args = _drain_parser().parse_args(argv)
         log = EventLog("prestop", started_at=started_at, mirror_path=None if args.quiet else args.log_mirror)
+        _remove_leftovers(log)
         result = run_drain(resolve_drain_config(args), started_at, log)
         code = result.outcome.exit_code
         fields = dict(outcome=result.outcome.value, elapsed_s=result.elapsed_s, in_flight=result.in_flight,
@@ -134,8 +169,7 @@ def drain(argv: list[str]) -> int:
         code = stop.code
         fields = dict(outcome=stop.outcome, in_flight=None, reads=None, reason=stop.reason)
     finally:
-        for signum in _STOP_SIGNALS:
-            signal.signal(signum, signal.SIG_IGN)  # the result is decided: nothing may cut its line
+        _SIGNALS.ignore()
     if log is None:
         log = EventLog("prestop", started_at=started_at)
     line = log.emit("drain_finished", **fields, exit_code=int(code), log_lines_dropped=log.dropped)
@@ -144,6 +178,16 @@ def drain(argv: list[str]) -> int:
     stdout.write((line + "\n").encode("ascii"))
     stdout.close()
     return code
+
+
+def _remove_leftovers(log: EventLog) -> None:
+    """A bundle killed mid-unpack by an earlier SIGKILL or early SIGTERM left its files in the
+    temp dir (an emptyDir survives container restarts): remove them, in the route wait."""
+    from hook.bundle import remove_stale_unpack_dirs
+
+    removed, freed = remove_stale_unpack_dirs()
+    if removed:
+        log.emit("stale_unpack_dirs_removed", paths=removed, bytes=freed)
 
 
 def check(argv: list[str]) -> int:
@@ -188,8 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     subcommand = SUBCOMMANDS.get(argv[0]) if argv else None
     if subcommand is None:
         # First, before anything that can take time: a stop signal must end in a drain_finished line.
-        for signum in _STOP_SIGNALS:
-            signal.signal(signum, _on_stop_signal)
+        _SIGNALS.install()
     _ensure_standard_streams()
     if subcommand is not None:
         return subcommand(argv[1:])  # one-shot commands: a signal simply ends them

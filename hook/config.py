@@ -9,8 +9,9 @@ running request.
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import dataclass
-from typing import Callable, TypeVar
+from typing import Callable, Mapping, TypeVar
 
 from hook import constants
 from hook.annotations import (
@@ -34,6 +35,7 @@ from hook.flags import (
     whole_number_arg,
 )
 from hook.gauges import DEFAULT_METRICS_PATH, DEFAULT_PORTS, EngineKind
+from hook.leader import LWS_LEADER_ADDRESS_ENV, LeaderConfig, leader_from_env, parse_leader_url
 from hook.target import Target
 
 T = TypeVar("T")
@@ -48,16 +50,21 @@ class ReadConfig:
     read_timeout_s: float
     max_body_bytes: int
     warnings: tuple[str, ...] = ()
+    # The engine's own --port when the target is elsewhere: read there if the target refuses.
+    fallback: Target | None = None
 
 
 @dataclass(frozen=True)
 class DrainConfig:
     read: ReadConfig
+    leader: LeaderConfig | None  # a worker Pod: wait on the leader's drain-sidecar, not the local engine
     grace_s: float
     route_wait_s: float
-    exit_reserve_s: float
+    exit_reserve_s: float | None  # None: by the engine's role (hook.decision.exit_reserve_for)
     interval_s: float
+    busy_interval_s: float
     log_mirror: str | None  # None: --quiet
+    warnings: tuple[str, ...] = ()
 
 
 def add_target_flags(parser: argparse.ArgumentParser) -> None:
@@ -85,11 +92,20 @@ def add_drain_flags(parser: argparse.ArgumentParser) -> None:
                         help=f"the Pod's terminationGracePeriodSeconds (default {constants.DEFAULT_GRACE_S:g})")
     parser.add_argument("--route-wait", type=seconds_arg("--route-wait"), default=constants.ROUTE_WAIT_S,
                         metavar="SECONDS", help=f"wait before the first read (default {constants.ROUTE_WAIT_S:g})")
-    parser.add_argument("--exit-reserve", type=seconds_arg("--exit-reserve"),
-                        default=constants.EXIT_RESERVE_S, metavar="SECONDS",
-                        help=f"return this long before the grace ends (default {constants.EXIT_RESERVE_S:g})")
+    parser.add_argument("--exit-reserve", type=seconds_arg("--exit-reserve"), metavar="SECONDS",
+                        help=f"return this long before the grace ends (default {constants.EXIT_RESERVE_S:g}; "
+                        f"{constants.SPLIT_ROLE_EXIT_RESERVE_S:g} for an SGLang prefill or decode server)")
     parser.add_argument("--interval", type=seconds_arg("--interval", inclusive=False), default=constants.POLL_INTERVAL_S,
                         metavar="SECONDS", help=f"time between reads (default {constants.POLL_INTERVAL_S:g})")
+    parser.add_argument("--busy-interval", type=seconds_arg("--busy-interval", inclusive=False),
+                        default=constants.BUSY_POLL_INTERVAL_S, metavar="SECONDS",
+                        help=f"time between reads while work is in flight (default {constants.BUSY_POLL_INTERVAL_S:g})")
+    parser.add_argument("--follow-leader", metavar="URL", type=arg(_follow_leader),
+                        help="a worker of a multi-Pod replica: wait on the leader's drain-sidecar (http://HOST[:PORT]) "
+                        "instead of the local engine; default on for a LeaderWorkerSet worker (LWS_WORKER_INDEX > 0) "
+                        "from LWS_LEADER_ADDRESS and port 8490; 'none' turns it off")
+    parser.add_argument("--leader-token-file", metavar="FILE",
+                        help="bearer token for the leader's drain-sidecar (its --token-file)")
     parser.add_argument("--quiet", action="store_true",
                         help="do not mirror the log lines to the container's log (PID 1's stdout)")
     parser.add_argument("--log-mirror", default=CONTAINER_LOG, help=argparse.SUPPRESS)  # tests: a file
@@ -142,9 +158,14 @@ def resolve_read_config(args: argparse.Namespace) -> ReadConfig:
     annotations = _Annotations(args.annotations or default_annotations_file(), warnings)
     port, port_source = _resolve_port(args.port, annotations, hint, warnings)
     metrics_path = args.path or annotations.get(PATH_ANNOTATION, parse_path) or DEFAULT_METRICS_PATH
-    scheme = args.scheme or annotations.get(SCHEME_ANNOTATION, parse_scheme) or ("https" if hint.tls else "http")
+    own_scheme = "https" if hint.tls else "http"
+    scheme = args.scheme or annotations.get(SCHEME_ANNOTATION, parse_scheme) or own_scheme
+    fallback = None
+    if hint.port is not None and hint.port != port:
+        fallback = Target(scheme=own_scheme, port=hint.port, path=metrics_path, source="cmdline")
     return ReadConfig(
         target=Target(scheme=scheme, port=port, path=metrics_path, source=port_source),
+        fallback=fallback,
         hint=hint,
         read_timeout_s=args.read_timeout,
         max_body_bytes=args.max_body_bytes,
@@ -152,12 +173,38 @@ def resolve_read_config(args: argparse.Namespace) -> ReadConfig:
     )
 
 
-def resolve_drain_config(args: argparse.Namespace) -> DrainConfig:
+def _follow_leader(text: str) -> Target | bool:
+    """--follow-leader: the leader's sidecar URL, or 'none' (False): never follow."""
+    return False if text.strip().lower() == "none" else parse_leader_url(text)
+
+
+def resolve_leader(args: argparse.Namespace, env: Mapping[str, str], warnings: list[str]) -> LeaderConfig | None:
+    """--follow-leader URL (or none), else a LeaderWorkerSet worker's leader."""
+    if isinstance(args.follow_leader, Target):
+        return LeaderConfig(args.follow_leader, args.leader_token_file, "--follow-leader")
+    if args.follow_leader is False:
+        return None
+    try:
+        target = leader_from_env(env)
+    except ValueError as exc:
+        warnings.append(f"not following the leader: {LWS_LEADER_ADDRESS_ENV} is unusable ({exc})")
+        return None
+    if target is None:
+        return None
+    return LeaderConfig(target, args.leader_token_file, "LeaderWorkerSet (LWS_WORKER_INDEX > 0)")
+
+
+def resolve_drain_config(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> DrainConfig:
+    warnings: list[str] = []
+    leader = resolve_leader(args, os.environ if env is None else env, warnings)
     return DrainConfig(
         read=resolve_read_config(args),
+        leader=leader,
+        warnings=tuple(warnings),
         grace_s=args.grace,
         route_wait_s=args.route_wait,
         exit_reserve_s=args.exit_reserve,
         interval_s=args.interval,
+        busy_interval_s=args.busy_interval,
         log_mirror=None if args.quiet else args.log_mirror,
     )

@@ -12,6 +12,12 @@ ROUTE_WAIT_S = 5.0
 # before kubelet's SIGKILL at G.
 EXIT_RESERVE_S = 5.0
 
+# An SGLang prefill or decode server needs up to ~20 s after SIGTERM even idle (spec: a decoder
+# left 26 s and a prefiller 28 s after the delete at G = 30): its watchdog notices SIGTERM within
+# 5 s, then waits a fixed 15 s for the split-role scheduler. SGLang keeps serving running work
+# after SIGTERM, so returning by G - 20 cuts nothing, while returning later gets it killed at G.
+SPLIT_ROLE_EXIT_RESERVE_S = 20.0
+
 # The operator's default terminationGracePeriodSeconds, and the range its admission takes.
 DEFAULT_GRACE_S = 30.0
 ADMITTED_GRACE_MIN_S = 15.0
@@ -21,6 +27,15 @@ ADMITTED_GRACE_MAX_S = 3600.0
 # reads), and a busy engine sees one small scrape a second, less than Prometheus' own.
 POLL_INTERVAL_S = 1.0
 
+# While work is in flight, reads come this often, so the first idle read follows the last
+# request within a quarter second (median lag to the hook's return: ~1.1 s instead of ~1.5 s).
+# A scrape costs the engine one render of its exposition (measured in bench/: see README).
+BUSY_POLL_INTERVAL_S = 0.25
+
+# The second of the two idle reads starts at least this long after the first: a request between
+# its arrival and its admission to the queue reads as zero for a moment, never for a second.
+IDLE_CONFIRM_GAP_S = 1.0
+
 # A loopback read that has not finished in 2 s is an engine too busy to answer: count it as
 # busy rather than wait longer, so the poll keeps its 1 s cadence within a read or two.
 READ_TIMEOUT_S = 2.0
@@ -28,6 +43,10 @@ READ_TIMEOUT_S = 2.0
 # vLLM serves ~50 KB idle and ~500 KB with many LoRA adapters or DP ranks; 8x the large case
 # leaves room to grow while a runaway body cannot make the hook hold tens of MB.
 MAX_BODY_BYTES = 4 * 1024 * 1024
+
+# drain-sidecar's port (see sidecar/constants.py for why this one): a worker Pod's hook reads its
+# leader's sidecar there.
+SIDECAR_PORT = 8490
 
 # Two consecutive idle reads on complete envelopes: a single unlucky zero (a request between
 # its arrival and its admission to the queue) cannot end the drain.

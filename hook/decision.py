@@ -7,17 +7,19 @@ unit-tested with an injected clock.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from hook.constants import IDLE_READS_REQUIRED
+from hook.constants import EXIT_RESERVE_S, IDLE_CONFIRM_GAP_S, IDLE_READS_REQUIRED, SPLIT_ROLE_EXIT_RESERVE_S
 from hook.exitcodes import ExitCode
-from hook.outcome import Read
+from hook.gauges import Role
+from hook.outcome import Read, ReadOutcome
 
 
 class DrainOutcome(enum.Enum):
     IDLE = "idle"  # two consecutive complete idle reads: exit 0
-    DEADLINE = "deadline"  # G - 5 reached with work in flight or unknown: exit 10
+    DEADLINE = "deadline"  # G - exit reserve reached with work in flight or unknown: exit 10
     UNMEASURABLE = "unmeasurable"  # refused / HTTP error / TLS failure: exit 11
+    LEADER_GONE = "leader_gone"  # a worker following its leader: the leader's sidecar or engine is gone: exit 0
 
     @property
     def exit_code(self) -> ExitCode:
@@ -28,30 +30,73 @@ _EXIT_CODES = {
     DrainOutcome.IDLE: ExitCode.OK,
     DrainOutcome.DEADLINE: ExitCode.DEADLINE,
     DrainOutcome.UNMEASURABLE: ExitCode.UNMEASURABLE,
+    # The normal end of a worker's wait (the leader leaves first): not a failed hook in kubelet's events.
+    DrainOutcome.LEADER_GONE: ExitCode.OK,
 }
+
+_SPLIT_ROLES = (Role.PREFILL, Role.DECODE)
+
+
+@dataclass(frozen=True)
+class ExitReserve:
+    """How long before the grace ends the hook returns, and why."""
+
+    seconds: float
+    reason: str
+    explicit: bool = False  # from --exit-reserve: no role changes it
+
+
+def exit_reserve_for(role: Role | None, where: str) -> ExitReserve:
+    """The reserve an engine of this role needs after SIGTERM; `where` says how the role is known."""
+    if role in _SPLIT_ROLES:
+        assert role is not None
+        return ExitReserve(SPLIT_ROLE_EXIT_RESERVE_S,
+                           f"SGLang {role.value} ({where}) needs up to ~20 s after SIGTERM even idle")
+    return ExitReserve(EXIT_RESERVE_S, "the engine's exit after SIGTERM")
+
+
+def reserve_after_read(current: ExitReserve, read: Read) -> ExitReserve | None:
+    """A larger reserve when a read reveals a split role the start did not know; None to keep it."""
+    if current.explicit or read.role not in _SPLIT_ROLES:
+        return None
+    revealed = exit_reserve_for(read.role, "from its metrics")
+    return revealed if revealed.seconds > current.seconds else None
 
 
 @dataclass(frozen=True)
 class DrainPlan:
-    """The drain's timeline on the monotonic clock, fixed at start."""
+    """The drain's timeline on the monotonic clock, fixed at start (the reserve may grow once)."""
 
     started_at: float  # when the hook was exec'd (kubelet's grace clock starts there)
-    first_read_at: float  # the end of the route wait
+    grace_s: float
+    route_wait_s: float
+    first_read_at: float  # the end of the route wait, or the deadline if that comes first
     deadline_at: float  # started_at + G - exit reserve
-    interval_s: float
+    exit_reserve: ExitReserve
+    interval_s: float  # between read starts while nothing is known to be in flight
+    busy_interval_s: float  # between read starts while work is in flight
     read_timeout_s: float
 
     @classmethod
-    def build(cls, *, started_at: float, grace_s: float, route_wait_s: float, exit_reserve_s: float,
-              interval_s: float, read_timeout_s: float) -> "DrainPlan":
-        deadline_at = started_at + max(0.0, grace_s - exit_reserve_s)
+    def build(cls, *, started_at: float, grace_s: float, route_wait_s: float, exit_reserve: ExitReserve,
+              interval_s: float, busy_interval_s: float, read_timeout_s: float) -> "DrainPlan":
+        deadline_at = started_at + max(0.0, grace_s - exit_reserve.seconds)
         return cls(
             started_at=started_at,
+            grace_s=grace_s,
+            route_wait_s=route_wait_s,
             first_read_at=min(started_at + route_wait_s, deadline_at),
             deadline_at=deadline_at,
+            exit_reserve=exit_reserve,
             interval_s=interval_s,
+            busy_interval_s=min(busy_interval_s, interval_s),
             read_timeout_s=read_timeout_s,
         )
+
+    def with_exit_reserve(self, exit_reserve: ExitReserve) -> "DrainPlan":
+        deadline_at = self.started_at + max(0.0, self.grace_s - exit_reserve.seconds)
+        return replace(self, exit_reserve=exit_reserve, deadline_at=deadline_at,
+                       first_read_at=min(self.started_at + self.route_wait_s, deadline_at))
 
 
 @dataclass(frozen=True)
@@ -59,6 +104,7 @@ class DrainState:
     reads: int = 0
     idle_streak: int = 0
     last_read: Read | None = None
+    first_idle_at: float | None = None  # when the current streak's first idle read started
 
 
 @dataclass(frozen=True)
@@ -77,22 +123,37 @@ class Finish:
 
 
 def next_step(plan: DrainPlan, state: DrainState, now: float) -> ReadAt | Finish:
-    """When to read next, or that the deadline comes first."""
-    if state.last_read is None:
+    """When to read next, or that the deadline comes first.
+
+    After the route wait: every `busy_interval_s` while work is in flight (the first idle read
+    follows the last request soon), the confirming read IDLE_CONFIRM_GAP_S after the first idle
+    one, and every `interval_s` otherwise (an engine that answers badly is not hurried).
+    """
+    last = state.last_read
+    if last is None:
         due_at = plan.first_read_at
+    elif state.idle_streak > 0 and state.first_idle_at is not None:
+        due_at = max(last.started_at + plan.interval_s, state.first_idle_at + IDLE_CONFIRM_GAP_S)
+    elif last.outcome is ReadOutcome.BUSY:
+        due_at = last.started_at + plan.busy_interval_s
     else:
-        due_at = state.last_read.started_at + plan.interval_s
+        due_at = last.started_at + plan.interval_s
     at = max(now, due_at)
     if at >= plan.deadline_at:
         return Finish(DrainOutcome.DEADLINE, _deadline_reason(state), at=plan.deadline_at)
     return ReadAt(at=at, timeout_s=min(plan.read_timeout_s, plan.deadline_at - at))
 
 
-def after_read(state: DrainState, read: Read) -> tuple[DrainState, Finish | None]:
-    """Fold one read into the state; finish on a read that ends the drain or on enough idle reads."""
-    streak = state.idle_streak + 1 if read.outcome.is_idle else 0
-    new = DrainState(reads=state.reads + 1, idle_streak=streak, last_read=read)
+def after_read(state: DrainState, read: Read, *, following_leader: bool = False) -> tuple[DrainState, Finish | None]:
+    """Fold one read into the state; finish on a read that ends the drain or on enough idle reads.
+    For a worker following its leader, a read that ends the drain means the leader is gone."""
+    idle = read.outcome.is_idle
+    streak = state.idle_streak + 1 if idle else 0
+    first_idle_at = (state.first_idle_at if state.idle_streak else read.started_at) if idle else None
+    new = DrainState(reads=state.reads + 1, idle_streak=streak, last_read=read, first_idle_at=first_idle_at)
     if read.outcome.ends_drain:
+        if following_leader:
+            return new, Finish(DrainOutcome.LEADER_GONE, read.detail)
         return new, Finish(DrainOutcome.UNMEASURABLE, f"nothing to measure: {read.detail}")
     if streak >= IDLE_READS_REQUIRED:
         return new, Finish(DrainOutcome.IDLE, f"{streak} consecutive complete reads summed to zero")

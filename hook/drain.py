@@ -8,16 +8,25 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Callable, Protocol
 
 from hook import __version__, constants
 from hook.config import DrainConfig
-from hook.decision import DrainOutcome, DrainPlan, DrainState, Finish, after_read, next_step
-from hook.engine import EngineHint
+from hook.decision import (
+    DrainOutcome,
+    DrainPlan,
+    DrainState,
+    ExitReserve,
+    Finish,
+    after_read,
+    exit_reserve_for,
+    next_step,
+    reserve_after_read,
+)
 from hook.events import EventLog
 from hook.outcome import Read, read_fields
-from hook.reader import read_work
-from hook.target import Target
+from hook.leader import LeaderReader
+from hook.reader import EngineReader
 
 # While busy, a changed in-flight count is logged at most this often: a timeline people can
 # follow in `kubectl logs`, not a line per poll.
@@ -41,8 +50,8 @@ class MonotonicClock:
             time.sleep(remaining_s)
 
 
-class ReadWork(Protocol):
-    def __call__(self, target: Target, hint: EngineHint, *, timeout_s: float, max_body_bytes: int) -> Read: ...
+# One read of the engine, given the time it may take.
+ReadEngine = Callable[[float], Read]
 
 
 @dataclass(frozen=True)
@@ -55,11 +64,19 @@ class DrainResult:
 
 
 def run_drain(config: DrainConfig, started_at: float, log: EventLog, *,
-              read: ReadWork = read_work, clock: Clock = MonotonicClock()) -> DrainResult:
+              read: ReadEngine | None = None, clock: Clock = MonotonicClock()) -> DrainResult:
+    """Drain until idle, unmeasurable or the deadline. `read`: the engine reader (default: the
+    configured EngineReader, whose switch to the engine's own port is logged as a warning)."""
     rc = config.read
+    if read is None:
+        if config.leader is not None:
+            read = LeaderReader(config.leader).read
+        else:
+            read = EngineReader(rc, lambda message: log.warning("config_warning", message=message)).read
+    following_leader = config.leader is not None
     plan = DrainPlan.build(started_at=started_at, grace_s=config.grace_s, route_wait_s=config.route_wait_s,
-                           exit_reserve_s=config.exit_reserve_s, interval_s=config.interval_s,
-                           read_timeout_s=rc.read_timeout_s)
+                           exit_reserve=initial_exit_reserve(config), interval_s=config.interval_s,
+                           busy_interval_s=config.busy_interval_s, read_timeout_s=rc.read_timeout_s)
     _log_start(config, plan, log)
 
     state = DrainState()
@@ -69,29 +86,48 @@ def run_drain(config: DrainConfig, started_at: float, log: EventLog, *,
         clock.sleep_until(step.at if step.at is not None else clock.now())
         if isinstance(step, Finish):
             return _result(state, step, started_at, clock.now())
-        current = read(rc.target, rc.hint, timeout_s=step.timeout_s, max_body_bytes=rc.max_body_bytes)
-        state, finish = after_read(state, current)
+        current = read(step.timeout_s)
+        state, finish = after_read(state, current, following_leader=following_leader)
         progress.observe(current, state.reads, clock.now())
+        grown = reserve_after_read(plan.exit_reserve, current)
+        if grown is not None:
+            plan = plan.with_exit_reserve(grown)
+            log.emit("exit_reserve_changed", exit_reserve_s=grown.seconds, reason=grown.reason,
+                     deadline_s=round(plan.deadline_at - plan.started_at, 3))
         if finish is not None:
             return _result(state, finish, started_at, clock.now())
 
 
+def initial_exit_reserve(config: DrainConfig) -> ExitReserve:
+    """--exit-reserve when given; else what the engine's role needs, when the start knows it."""
+    if config.exit_reserve_s is not None:
+        return ExitReserve(config.exit_reserve_s, "--exit-reserve", explicit=True)
+    hint = config.read.hint
+    where = {"flag": "--disaggregation-mode", "cmdline": "its command line"}.get(hint.source, hint.source)
+    return exit_reserve_for(hint.role, where)
+
+
 def _log_start(config: DrainConfig, plan: DrainPlan, log: EventLog) -> None:
     rc = config.read
+    target, target_source = rc.target.url, rc.target.source
+    if config.leader is not None:
+        target, target_source = config.leader.target.url, f"the leader's drain-sidecar, from {config.leader.source}"
     log.emit(
         "drain_started",
         version=__version__,
         grace_s=config.grace_s,
         first_read_s=round(plan.first_read_at - plan.started_at, 3),
         deadline_s=round(plan.deadline_at - plan.started_at, 3),
-        target=rc.target.url,
-        target_source=rc.target.source,
+        exit_reserve_s=plan.exit_reserve.seconds,
+        exit_reserve_reason=plan.exit_reserve.reason,
+        target=target,
+        target_source=target_source,
         engine=rc.hint.kind.value if rc.hint.kind else "detect",
         role=rc.hint.role.value if rc.hint.role else "detect",
         engine_source=rc.hint.source,
         log_mirror=log.mirror_status,
     )
-    for warning in rc.warnings:
+    for warning in rc.warnings + config.warnings:
         log.warning("config_warning", message=warning)
     if not constants.ADMITTED_GRACE_MIN_S <= config.grace_s <= constants.ADMITTED_GRACE_MAX_S:
         log.warning("config_warning", message=(

@@ -8,6 +8,7 @@ engine_type label names its role.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, replace
 
@@ -24,6 +25,8 @@ class EngineHint:
     port: int | None = None  # the engine's own --port, when its argv names one
     tls: bool = False  # the engine's argv names a certificate (--ssl-certfile): it serves https
     source: str = "none"  # "flag", "cmdline", "none"
+    # The argv words that make it one half of a prefill/decode pair (disaggregation_marks); () when none.
+    disaggregation: tuple[str, ...] = ()
 
     def merged(self, fallback: "EngineHint") -> "EngineHint":
         """Fill what this hint leaves open from a weaker one."""
@@ -34,7 +37,47 @@ class EngineHint:
             port=self.port if self.port is not None else fallback.port,
             tls=self.tls or fallback.tls,
             source=self.source if self.kind else fallback.source,
+            disaggregation=self.disaggregation or fallback.disaggregation,
         )
+
+
+# The operator refuses to retire a prefill or decode replica, and reads that from the member's own
+# command (spec "Drain read refusals"): SGLang's --disaggregation-mode prefill or decode, and for
+# vLLM its data-parallel balance flags, which the operator renders on a prefill or decode role.
+# vLLM's own KV-transfer role of a producer or consumer says the same and counts too: a refusal
+# holds the replica in place, so a mark too many costs capacity, never a request.
+VLLM_DATA_PARALLEL_BALANCE_FLAGS = frozenset({"--data-parallel-external-lb", "-dpe",
+                                              "--data-parallel-hybrid-lb", "-dph"})
+VLLM_SPLIT_KV_ROLES = frozenset({"kv_producer", "kv_consumer"})
+SGLANG_SPLIT_MODES = frozenset({"prefill", "decode"})
+
+
+def disaggregation_marks(kind: EngineKind, argv: list[str]) -> tuple[str, ...]:
+    """The words of `argv` that make this engine one half of a prefill/decode pair; () when none."""
+    if kind is EngineKind.SGLANG:
+        mode = _flag_value(argv, "--disaggregation-mode")
+        return (f"--disaggregation-mode={mode}",) if mode in SGLANG_SPLIT_MODES else ()
+    marks = [arg for arg in argv if arg in VLLM_DATA_PARALLEL_BALANCE_FLAGS]
+    kv_role = _kv_role(argv)
+    if kv_role in VLLM_SPLIT_KV_ROLES:
+        marks.append(f"--kv-transfer-config kv_role={kv_role}")
+    return tuple(marks)
+
+
+def _kv_role(argv: list[str]) -> str | None:
+    """vLLM's KV-transfer role: --kv-transfer-config JSON, or its dotted form --kv-transfer-config.kv_role."""
+    dotted = _flag_value(argv, "--kv-transfer-config.kv_role")
+    if dotted is not None:
+        return dotted
+    text = _flag_value(argv, "--kv-transfer-config")
+    if text is None:
+        return None
+    try:
+        config = json.loads(text)
+    except ValueError:
+        return None  # vLLM would refuse to start on it: no role to read
+    role = config.get("kv_role") if isinstance(config, dict) else None
+    return role if isinstance(role, str) else None
 
 
 def hint_from_argv(argv: list[str]) -> EngineHint | None:
@@ -54,6 +97,7 @@ def hint_from_argv(argv: list[str]) -> EngineHint | None:
         port=_port(_flag_value(argv, "--port")),
         tls=_flag_value(argv, "--ssl-certfile") is not None,
         source="cmdline",
+        disaggregation=disaggregation_marks(kind, argv),
     )
 
 

@@ -1,16 +1,39 @@
-"""Turn a /metrics body into the few samples the drain needs, fast.
+"""Turn a /metrics body into the few samples the drain needs: fast, exact where it decides, bounded.
 
-vLLM serves ~50 KB idle and 500 KB or more with many LoRA adapters or DP ranks, almost all
-of it histograms we never read. prometheus-client's parser is pure Python, so we first keep
-only the lines of the families we need (one C-speed regex pass), then let the library parse
-those lines: its grammar, escaping and OpenMetrics handling, on a few hundred bytes.
+The oracle is prometheus-client's own parse of the whole body, then the samples named as the
+gauges are. Whatever this module reports idle, that parse reads idle too; busy or incomplete
+it reports from the same parser on the lines that matter. It never reads longer than the time
+left.
+
+- **Fast path.** vLLM serves ~50 KB idle and 500 KB or more with many LoRA adapters or DP
+  ranks, almost all of it histograms never read, and prometheus-client's parser is pure Python
+  (~10-15 us a line). So an unanchored substring search (C speed) finds every line that could
+  yield a wanted sample: indented, `{__name__="..."}`, `{"..."}` and escaped (`vllm_...`) forms
+  included, since a sample's name is text of its own line (but for the text parser's renaming
+  of a counter family's samples to name_total, whose stems are searched too). Each run of other
+  lines is replaced by what it does to the parser's state (a sample line ends every family; a
+  HELP/TYPE comment may start one), and prometheus-client parses what is kept.
+- **Idle only from the whole body.** A read that would say idle is confirmed by the full parse
+  of the whole body: a body the fast path and the full parser would read differently (a broken
+  line elsewhere, a family renamed) is never idle. That costs ~10-30 ms on the real scrapes,
+  paid on the two or three idle reads of a drain.
+- **Bounded.** Both parsers read an iterator of lines; a wrapper checks the clock and the
+  caps before each line (prometheus-client's parse of one line is quadratic in its labels:
+  4096 characters keep a line under ~5 ms). Parsing stops at PARSE_SHARE of the time left, since
+  a family is built, uninterruptibly, after its last line.
 """
 
 from __future__ import annotations
 
+import io
 import math
 import re
+import time
 from dataclasses import dataclass
+from typing import Iterable, Iterator, TextIO, cast
+
+from prometheus_client.openmetrics.parser import text_fd_to_metric_families as _openmetrics_lines
+from prometheus_client.parser import text_fd_to_metric_families as _text_lines
 
 from hook.gauges import (
     ALL_WORK_METRIC_NAMES,
@@ -21,31 +44,61 @@ from hook.gauges import (
     EngineKind,
     GaugeSet,
     Role,
+    gauge_sets_of,
 )
-from prometheus_client.openmetrics.parser import text_string_to_metric_families as _parse_openmetrics
-from prometheus_client.parser import text_string_to_metric_families as _parse_text
 
 OPENMETRICS_CONTENT_TYPE = "application/openmetrics-text"
 
-# prometheus-client's OpenMetrics output escapes ':' to '_' in sample names (but not in TYPE
-# lines): such a sample is read as the gauge it stands for.
-_READ_NAMES = ALL_WORK_METRIC_NAMES | set(RESTART_COUNTERS.values()) | {PROCESS_START_METRIC}
-_ESCAPED_NAMES = {n.replace(":", "_"): n for n in _READ_NAMES if ":" in n}
-_WANTED = sorted(_READ_NAMES | set(_ESCAPED_NAMES), key=len, reverse=True)
-# A sample line, or a HELP/TYPE/UNIT line, of a wanted family; nothing else.
-_WANTED_LINE = re.compile(
-    r"^(?:# (?:HELP|TYPE|UNIT) )?(?:%s)(?:[ \t{].*)?$" % "|".join(map(re.escape, _WANTED)),
-    re.MULTILINE,
-)
-# Engine prefixes as they start sample lines, escaped (vllm_) or not (vllm:).
-_KIND_BY_PREFIX = {p.rstrip(":"): k for k, p in ENGINE_PREFIXES.items()}
-_ENGINE_PREFIX = re.compile(r"^(%s)[:_]" % "|".join(map(re.escape, _KIND_BY_PREFIX)), re.MULTILINE)
-_SGLANG_ROLE = re.compile(r'^sglang[:_][^\s{]*\{[^}\n]*\b%s="([a-z]+)"' % SGLANG_ROLE_LABEL, re.MULTILINE)
+# The longest real line (vLLM's cache_config_info) has 1,061 characters and 37 labels; at 4096
+# the parser's worst line takes ~5 ms (measured), so a body of them is bounded by the clock.
+MAX_LINE_CHARS = 4096
+# OpenMetrics parses a sample with a second '{' as a native histogram, with a regex quadratic in
+# C (one 50 KB line: 19 s): such a line longer than this is not read.
+MAX_NATIVE_HISTOGRAM_LINE_CHARS = 512
+# Real bodies have 5-90 candidate lines (50-500 KB); past this the fast path gives way.
+MAX_CANDIDATE_LINES = 2048
+# Parsing may use this share of the time left: building the last family (a counter's renaming,
+# an OpenMetrics histogram's checks) runs after its last line and is measured at under ~15% of it.
+PARSE_SHARE = 0.8
+
+# Every name the reader keeps, and the escaped form prometheus-client's OpenMetrics output gives
+# names with ':' (sample names only, not their TYPE lines): each maps to the name it counts as.
+READ_NAMES = ALL_WORK_METRIC_NAMES | frozenset(RESTART_COUNTERS.values()) | {PROCESS_START_METRIC}
+CANONICAL: dict[str, str] = {**{n: n for n in READ_NAMES}, **{n.replace(":", "_"): n for n in READ_NAMES if ":" in n}}
+_KIND_BY_PREFIX = {prefix: kind for kind, prefix in ENGINE_PREFIXES.items()}
 _ROLE_BY_LABEL = {"unified": Role.UNIFIED, "null": Role.UNIFIED, "prefill": Role.PREFILL, "decode": Role.DECODE}
 
 
+def _candidate_substrings() -> tuple[str, ...]:
+    """What a line must contain to yield a wanted sample in the full parse: the names, and the
+    stems of those ending in _total (the text parser renames a counter family's samples to
+    name + _total). Only the minimal ones: a line holding a longer one holds the shorter."""
+    found = set(CANONICAL)
+    found |= {n[: -len("_total")] for n in CANONICAL if n.endswith("_total")}
+    return tuple(sorted(c for c in found if not any(o != c and o in c for o in found)))
+
+
+CANDIDATE_SUBSTRINGS = _candidate_substrings()
+
+# A gap line that is neither blank nor a comment: a sample (or garbage). \s is str.isspace, what
+# the parser's strip() removes; lines end at '\n' only, as io.StringIO splits them.
+_SAMPLE_LINE = re.compile(r"^[^\S\n]*[^#\s]", re.MULTILINE)
+_METADATA_COMMENT = re.compile(r"^[^\S\n]*#[^\n]*(?:HELP|TYPE|UNIT)[^\n]*$", re.MULTILINE)
+
+
 class ExpositionError(ValueError):
-    """The body is not an exposition we can parse."""
+    """The body cannot be read with certainty: not UTF-8, a line over a cap, a parser error."""
+
+
+class ParseTimeout(ExpositionError):
+    """The parse did not finish in the time left."""
+
+
+@dataclass(frozen=True)
+class Sample:
+    name: str  # canonical
+    value: float  # a value too large for a float is +-inf
+    role_label: str | None  # SGLang's engine_type label, when the sample carries one
 
 
 @dataclass(frozen=True)
@@ -53,19 +106,20 @@ class Exposition:
     """The wanted samples of one body: metric name -> values of its series, in body order."""
 
     series: dict[str, tuple[float, ...]]
-    kind: EngineKind | None  # from the metric prefixes, when the body names one engine
-    sglang_role: Role | None  # from SGLang's engine_type label, when present
+    kind: EngineKind | None  # from the wanted samples' prefixes, when they name one engine
+    sglang_role: Role | None  # from the engine_type label of SGLang's samples, when one role
+    whole_body: bool  # read from a full parse of the whole body (the oracle's own reading)
 
     @property
     def process_start_time(self) -> float | None:
         values = self.series.get(PROCESS_START_METRIC)
-        return values[0] if values else None
+        return values[0] if values and math.isfinite(values[0]) else None
 
     @property
     def restart_counters(self) -> dict[str, float]:
-        """Each present restart counter, summed over its series."""
-        names = RESTART_COUNTERS.values()
-        return {n: sum(self.series[n]) for n in names if n in self.series}
+        """Each present restart counter, summed over its series (finite sums only)."""
+        sums = {n: sum(self.series[n]) for n in RESTART_COUNTERS.values() if n in self.series}
+        return {n: v for n, v in sums.items() if math.isfinite(v)}
 
 
 @dataclass(frozen=True)
@@ -81,42 +135,43 @@ class Measure:
         return None if self.invalid else sum(self.gauges.values())
 
 
-def parse(body: bytes, content_type: str = "") -> Exposition:
-    """Parse the wanted families out of a body; raises ExpositionError on what cannot be parsed."""
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ExpositionError(f"body is not UTF-8 ({exc.reason} at byte {exc.start})") from None
-    openmetrics = content_type.split(";", 1)[0].strip().lower() == OPENMETRICS_CONTENT_TYPE
-    kept = "\n".join(_unescaped(m.group(0)) for m in _WANTED_LINE.finditer(text))
-    series: dict[str, list[float]] = {}
-    try:
-        if openmetrics:
-            families = _parse_openmetrics(kept + "\n# EOF\n")
-        else:
-            families = _parse_text(kept + "\n")
-        for family in families:
-            for sample in family.samples:
-                if sample.name in _READ_NAMES:
-                    series.setdefault(sample.name, []).append(float(sample.value))
-    except (ValueError, TypeError, KeyError, IndexError) as exc:
-        raise ExpositionError(f"cannot parse exposition: {exc}") from None
-    return Exposition(
-        series={k: tuple(v) for k, v in series.items()},
-        kind=_kind(text),
-        sglang_role=_sglang_role(text),
-    )
+def parse(body: bytes, content_type: str = "", *, deadline_at: float) -> Exposition:
+    """The wanted samples, read on the lines that matter (the fast path); raises ExpositionError."""
+    text, openmetrics, parse_by = _prepare(body, content_type, deadline_at)
+    kept = _kept_lines(text, openmetrics)
+    samples = _parse_lines(kept, openmetrics, parse_by)
+    if openmetrics:
+        # OpenMetrics keeps the first of two samples of one series, the text grammar both: a body
+        # whose wanted lines the two read differently is not read with certainty.
+        as_text = _parse_lines([line for line in kept if line != "# EOF\n"], False, parse_by)
+        if _series(as_text) != _series(samples):
+            raise ExpositionError("the OpenMetrics and text grammars read its work lines differently "
+                                  "(a series given twice?)")
+    return _exposition(samples, whole_body=False)
+
+
+def parse_whole(body: bytes, content_type: str = "", *, deadline_at: float) -> Exposition:
+    """The wanted samples from prometheus-client's parse of the whole body; raises ExpositionError."""
+    text, openmetrics, parse_by = _prepare(body, content_type, deadline_at)
+    return _exposition(_parse_lines(io.StringIO(text), openmetrics, parse_by), whole_body=True)
 
 
 def measure(exposition: Exposition, gauges: GaugeSet) -> Measure:
-    """Sum every series of every gauge of the set; note what is missing or invalid."""
+    """Sum every series of every gauge of the set; note what is missing or invalid.
+
+    The set's gauges must all be present; the engine's other work gauges (an SGLang role's queues
+    on a server whose role is not known) are summed when present, so that no queue holding work
+    is left out by a role read wrong.
+    """
     sums: dict[str, float] = {}
     missing: list[str] = []
     invalid: list[str] = []
-    for gauge in gauges.gauges:
+    required = {gauge.name for gauge in gauges.gauges}
+    for gauge in _gauges_of_kind(gauges):
         values = [v for n in gauge.names for v in exposition.series.get(n, ())]
         if not values:
-            missing.append(gauge.name)
+            if gauge.name in required:
+                missing.append(gauge.name)
             continue
         if any(not math.isfinite(v) or v < 0 for v in values):
             invalid.append(gauge.name)
@@ -124,20 +179,131 @@ def measure(exposition: Exposition, gauges: GaugeSet) -> Measure:
     return Measure(gauges=sums, missing=tuple(missing), invalid=tuple(invalid))
 
 
-def _unescaped(line: str) -> str:
-    if line.startswith("#"):
-        return line
-    name_end = min((i for i in (line.find("{"), line.find(" ")) if i >= 0), default=len(line))
-    canonical = _ESCAPED_NAMES.get(line[:name_end])
-    return canonical + line[name_end:] if canonical else line
+def _gauges_of_kind(gauges: GaugeSet) -> list:
+    """The set's gauges first, then every other work gauge of the same engine, each once."""
+    seen: dict[str, object] = {g.name: g for g in gauges.gauges}
+    for other in gauge_sets_of(gauges.kind):
+        for gauge in other.gauges:
+            seen.setdefault(gauge.name, gauge)
+    return list(seen.values())
 
 
-def _kind(text: str) -> EngineKind | None:
-    kinds = {_KIND_BY_PREFIX[m.group(1)] for m in _ENGINE_PREFIX.finditer(text)}
-    return kinds.pop() if len(kinds) == 1 else None
+def _prepare(body: bytes, content_type: str, deadline_at: float) -> tuple[str, bool, float]:
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ExpositionError(f"body is not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    openmetrics = content_type.split(";", 1)[0].strip().lower() == OPENMETRICS_CONTENT_TYPE
+    now = time.monotonic()
+    return text, openmetrics, now + max(0.0, deadline_at - now) * PARSE_SHARE
 
 
-def _sglang_role(text: str) -> Role | None:
-    roles = {_ROLE_BY_LABEL.get(m.group(1)) for m in _SGLANG_ROLE.finditer(text)}
+def _kept_lines(text: str, openmetrics: bool) -> list[str]:
+    """Candidate lines verbatim; each gap between them reduced to what it does to the parser."""
+    starts: set[int] = set()
+    for needle in CANDIDATE_SUBSTRINGS:
+        at = text.find(needle)
+        while at != -1:
+            starts.add(text.rfind("\n", 0, at) + 1)
+            if len(starts) > MAX_CANDIDATE_LINES:
+                raise ExpositionError(f"over {MAX_CANDIDATE_LINES} lines name a work gauge")
+            line_end = text.find("\n", at)
+            if line_end == -1:
+                break
+            at = text.find(needle, line_end)
+    kept: list[str] = []
+    end = len(text)
+    eof = ""
+    if openmetrics and (text.endswith("\n# EOF\n") or text.endswith("\n# EOF") or text in ("# EOF\n", "# EOF")):
+        eof, end = "# EOF\n", text.rfind("# EOF")
+    gaps = 0
+    position = 0
+    for start in sorted(starts):
+        if start >= end:
+            break
+        line_end = text.find("\n", start)
+        line_end = len(text) if line_end == -1 else line_end
+        gaps = _reduce_gap(text[position:start], openmetrics, kept, gaps)
+        kept.append(text[start:line_end] + "\n")
+        position = line_end + 1
+    _reduce_gap(text[position:end], openmetrics, kept, gaps)
+    if eof:
+        kept.append(eof)
+    return kept
+
+
+def _reduce_gap(gap: str, openmetrics: bool, kept: list[str], gaps: int) -> int:
+    if not gap:
+        return gaps
+    if _SAMPLE_LINE.search(gap):
+        # Any sample line leaves the parser outside every wanted family; a fresh, uniquely named
+        # sample does the same (unique for OpenMetrics' check of clashing names). No wanted name
+        # ends in part of _count, _sum or _bucket, so it joins none (tests/hook/test_exposition.py).
+        gaps += 1
+        kept.append(f"__modeldrain_gap_{gaps}__ 0\n")
+    elif openmetrics:
+        kept.extend(line + "\n" for line in gap.split("\n")[:-1] or [gap])  # blank lines are errors there
+    else:
+        kept.extend(m.group(0) + "\n" for m in _METADATA_COMMENT.finditer(gap))
+    return gaps
+
+
+def _bounded(lines: Iterable[str], deadline_at: float, openmetrics: bool) -> Iterator[str]:
+    """The parser's own lines, with the caps and the clock checked before each: its state is untouched."""
+    clock = time.monotonic
+    for line in lines:
+        if clock() > deadline_at:
+            raise ParseTimeout("parsing did not finish in the time left")
+        if len(line) > MAX_LINE_CHARS + 1:  # + its '\n'
+            raise ExpositionError(f"a line of {len(line)} characters, over the {MAX_LINE_CHARS} cap")
+        if openmetrics and len(line) > MAX_NATIVE_HISTOGRAM_LINE_CHARS and line[:1] != "#" and (
+                line.count("{") > 1 or line.find("{") > line.find(" ") >= 0):
+            raise ExpositionError("a long OpenMetrics line shaped like a native histogram")
+        yield line
+
+
+def _parse_lines(lines: Iterable[str], openmetrics: bool, deadline_at: float) -> list[Sample]:
+    parse_lines = _openmetrics_lines if openmetrics else _text_lines
+    samples: list[Sample] = []
+    try:
+        # Both parsers iterate what they are given line by line (typed as a file; any iterable works).
+        for family in parse_lines(cast(TextIO, _bounded(lines, deadline_at, openmetrics))):
+            for sample in family.samples:
+                name = CANONICAL.get(sample.name)
+                if name is not None:
+                    samples.append(Sample(name, _as_float(sample.value), sample.labels.get(SGLANG_ROLE_LABEL)))
+    except ExpositionError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - ValueError, IndexError, OverflowError, AttributeError, KeyError...
+        raise ExpositionError(f"cannot parse exposition: {type(exc).__name__}: {str(exc)[:200]}") from None
+    if time.monotonic() > deadline_at:
+        raise ParseTimeout("parsing did not finish in the time left")
+    return samples
+
+
+def _as_float(value: object) -> float:
+    """The parser gives a Python int for an integer literal: one past a float's range is +-inf."""
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf  # type: ignore[operator]
+
+
+def _series(samples: list[Sample]) -> dict[str, tuple[float, ...]]:
+    series: dict[str, list[float]] = {}
+    for sample in samples:
+        series.setdefault(sample.name, []).append(sample.value)
+    return {name: tuple(values) for name, values in series.items()}
+
+
+def _exposition(samples: list[Sample], *, whole_body: bool) -> Exposition:
+    kinds = {kind for prefix, kind in _KIND_BY_PREFIX.items() if any(s.name.startswith(prefix) for s in samples)}
+    roles = {_ROLE_BY_LABEL.get(s.role_label or "") for s in samples
+             if s.name.startswith(ENGINE_PREFIXES[EngineKind.SGLANG]) and s.role_label}
     roles.discard(None)
-    return roles.pop() if len(roles) == 1 else None
+    return Exposition(
+        series=_series(samples),
+        kind=kinds.pop() if len(kinds) == 1 else None,
+        sglang_role=roles.pop() if len(roles) == 1 else None,
+        whole_body=whole_body,
+    )

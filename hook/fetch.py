@@ -8,12 +8,14 @@ parsed by the standard library's http.client (status line, headers, chunked bodi
 
 from __future__ import annotations
 
+import errno
 import http.client
 import io
 import socket
+import threading
 import time
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Mapping, cast
 
 from hook import __version__
 from hook.outcome import ReadOutcome
@@ -73,14 +75,15 @@ class _DeadlineSocket:
         return io.BufferedReader(_DeadlineRaw(self._sock, self._deadline_at), _RECV_CHUNK)
 
 
-def fetch(target: Target, *, timeout_s: float, max_body_bytes: int) -> Response:
+def fetch(target: Target, *, timeout_s: float, max_body_bytes: int, accept: str = _ACCEPT,
+          headers: Mapping[str, str] | None = None) -> Response:
     """GET target; return a 2xx response's body or raise FetchError with its outcome."""
     deadline_at = time.monotonic() + timeout_s
-    sock = _connect(target, timeout_s)
+    sock = _connect(target, deadline_at)
     try:
         if target.scheme == "https":
             sock = _handshake(sock, deadline_at)
-        _send(sock, target, deadline_at)
+        _send(sock, target, deadline_at, accept, headers or {})
         return _receive(sock, deadline_at, max_body_bytes)
     finally:
         sock.close()
@@ -93,16 +96,59 @@ def _remaining(deadline_at: float) -> float:
     return remaining_s
 
 
-def _connect(target: Target, timeout_s: float) -> socket.socket:
+def _connect(target: Target, deadline_at: float) -> socket.socket:
+    address = _resolve(target, deadline_at)
     try:
-        return socket.create_connection((target.host, target.port), timeout=timeout_s)
+        return socket.create_connection(address, timeout=_remaining(deadline_at))
     except ConnectionRefusedError:
+        # The one answer that means nothing listens there: the drain ends at once.
         raise FetchError(ReadOutcome.REFUSED, f"connection refused on {target.host}:{target.port}") from None
     except TimeoutError:
         raise FetchError(ReadOutcome.TIMEOUT, "connect timed out") from None
     except OSError as exc:
-        # Loopback has no route to lose: any other connect failure means nothing is there.
-        raise FetchError(ReadOutcome.REFUSED, f"cannot connect to {target.host}:{target.port}: {exc}") from None
+        # Anything else is this side's trouble (ephemeral ports exhausted, no descriptors or
+        # buffers left, a reset in the handshake) while the engine may well listen and be busy:
+        # keep waiting, and say which.
+        name = errno.errorcode.get(exc.errno or 0, "no errno")
+        raise FetchError(ReadOutcome.CONNECT_ERROR,
+                         f"cannot connect to {target.host}:{target.port}: {name} {exc.strerror or exc}") from None
+
+
+def _resolve(target: Target, deadline_at: float) -> tuple[str, int]:
+    """The target's address. The engine is an IP literal; a leader's sidecar is a DNS name, looked
+    up on a thread so that a resolver that does not answer cannot hold the read past its deadline."""
+    for family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            socket.inet_pton(family, target.host)
+            return target.host, target.port
+        except OSError:
+            pass
+    found: list[tuple[str, int]] = []
+    failed: list[socket.gaierror] = []
+
+    def lookup() -> None:
+        try:
+            infos = socket.getaddrinfo(target.host, target.port, type=socket.SOCK_STREAM)
+            host, port = infos[0][4][:2]
+            found.append((str(host), int(port)))
+        except socket.gaierror as exc:
+            failed.append(exc)
+
+    resolver = threading.Thread(target=lookup, name="resolve", daemon=True)
+    resolver.start()
+    resolver.join(_remaining(deadline_at))
+    if found:
+        return found[0]
+    if failed:
+        exc = failed[0]
+        if exc.errno in _NAME_NOT_FOUND:  # the name is gone: nothing there, as a refused connection says
+            raise FetchError(ReadOutcome.REFUSED, f"{target.host} not found ({exc.strerror})")
+        raise FetchError(ReadOutcome.CONNECT_ERROR, f"cannot resolve {target.host}: {exc.strerror}")
+    raise FetchError(ReadOutcome.TIMEOUT, f"resolving {target.host} timed out")
+
+
+# getaddrinfo's answers that the name does not exist (not that the resolver is unreachable).
+_NAME_NOT_FOUND = {socket.EAI_NONAME} | ({socket.EAI_NODATA} if hasattr(socket, "EAI_NODATA") else set())
 
 
 def _handshake(sock: socket.socket, deadline_at: float) -> socket.socket:
@@ -122,13 +168,15 @@ def _handshake(sock: socket.socket, deadline_at: float) -> socket.socket:
         raise FetchError(ReadOutcome.TLS_ERROR, f"TLS handshake failed: {exc}") from None
 
 
-def _send(sock: socket.socket, target: Target, deadline_at: float) -> None:
+def _send(sock: socket.socket, target: Target, deadline_at: float, accept: str, headers: Mapping[str, str]) -> None:
+    extra = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
     request = (
         f"GET {target.path} HTTP/1.1\r\n"
         f"Host: {target.host}:{target.port}\r\n"
         f"User-Agent: modeldrain/{__version__}\r\n"
-        f"Accept: {_ACCEPT}\r\n"
+        f"Accept: {accept}\r\n"
         "Accept-Encoding: identity\r\n"
+        f"{extra}"
         "Connection: close\r\n\r\n"
     ).encode("ascii")
     try:
@@ -165,6 +213,8 @@ def _receive(sock: socket.socket, deadline_at: float, max_body_bytes: int) -> Re
         raise FetchError(ReadOutcome.RESET, f"connection closed before a whole response: {exc!r}") from None
     except http.client.HTTPException as exc:
         raise FetchError(ReadOutcome.UNPARSEABLE, f"not an HTTP response: {exc!r}") from None
+    except ValueError as exc:  # http.client's own parse of a chunk size or a header value
+        raise FetchError(ReadOutcome.UNPARSEABLE, f"malformed HTTP framing: {exc!r}") from None
     except OSError as exc:
         raise FetchError(ReadOutcome.RESET, f"read failed: {exc}") from None
     finally:

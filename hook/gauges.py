@@ -103,6 +103,11 @@ DEFAULT_PORTS: dict[EngineKind, int] = {EngineKind.VLLM: 8000, EngineKind.SGLANG
 DEFAULT_METRICS_PATH = "/metrics"
 
 
+def gauge_sets_of(kind: EngineKind) -> list[GaugeSet]:
+    """Every role's set of one engine: what an engine of that kind may count as work."""
+    return [s for (k, _), s in GAUGE_SETS.items() if k is kind]
+
+
 def gauge_set(kind: EngineKind, role: Role = Role.UNIFIED) -> GaugeSet:
     """The envelope for an engine and role. vLLM has no disaggregation role of its own here."""
     if kind is EngineKind.VLLM:

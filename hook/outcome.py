@@ -24,6 +24,9 @@ class ReadOutcome(enum.Enum):
     UNPARSEABLE = "unparseable"  # not an exposition (or not HTTP) we can parse
     INVALID_VALUE = "invalid_value"  # a work gauge is negative, NaN or infinite
     TOO_LARGE = "too_large"  # the body is over the size cap
+    UNAVAILABLE = "unavailable"  # a leader's drain-sidecar answered but could not say (an HTTP error status, a token)
+    CONNECT_ERROR = "connect_error"  # a local failure to connect (ports, descriptors, memory): not "nothing listens"
+    READER_ERROR = "reader_error"  # something the reader did not foresee: logged, and never taken for idle
     REFUSED = "refused"  # nothing listens: connection refused
     HTTP_ERROR = "http_error"  # any status >= 300, redirects included (never followed)
     TLS_ERROR = "tls_error"  # the TLS handshake failed

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from typing import Callable
 
 from hook import exposition
+from hook.config import ReadConfig
 from hook.engine import EngineHint
 from hook.fetch import FetchError, fetch
 from hook.gauges import Role, gauge_set
@@ -18,8 +20,17 @@ from hook.target import Target
 
 
 def read_work(target: Target, hint: EngineHint, *, timeout_s: float, max_body_bytes: int) -> Read:
-    """Read the engine once, bounded by timeout_s, and classify what came back."""
+    """Read the engine once, bounded by timeout_s, and classify what came back. Never raises:
+    whatever the reader did not foresee is a READER_ERROR read, which no rule takes for idle."""
     started_at = time.monotonic()
+    try:
+        return _read(target, hint, started_at, timeout_s=timeout_s, max_body_bytes=max_body_bytes)
+    except Exception as exc:  # noqa: BLE001 - turned into an outcome the drain logs and waits on
+        return Read(ReadOutcome.READER_ERROR, started_at, time.monotonic() - started_at,
+                    f"unexpected {type(exc).__name__}: {exc}"[:500], kind=hint.kind, role=hint.role)
+
+
+def _read(target: Target, hint: EngineHint, started_at: float, *, timeout_s: float, max_body_bytes: int) -> Read:
     # What is known before the body says more: the hint's engine and role.
     base = Read(ReadOutcome.INCOMPLETE, started_at, 0.0, kind=hint.kind, role=hint.role)
 
@@ -31,26 +42,74 @@ def read_work(target: Target, hint: EngineHint, *, timeout_s: float, max_body_by
     except FetchError as exc:
         return done(replace(base, http_status=exc.status), exc.outcome, exc.detail)
     fetched = replace(base, http_status=response.status, body_bytes=len(response.body))
-    try:
-        parsed = exposition.parse(response.body, response.content_type)
-    except exposition.ExpositionError as exc:
-        return done(fetched, ReadOutcome.UNPARSEABLE, str(exc))
+    read, outcome, detail = read_body(fetched, response.body, response.content_type, hint,
+                                      deadline_at=started_at + timeout_s)
+    return done(read, outcome, detail)
 
+
+def read_body(fetched: Read, body: bytes, content_type: str, hint: EngineHint, *,
+              deadline_at: float) -> tuple[Read, ReadOutcome, str]:
+    """What a body says, by deadline_at: the read's fields, its outcome, and the words for it."""
+    try:
+        parsed = exposition.parse(body, content_type, deadline_at=deadline_at)
+        read, outcome, detail = _classify(fetched, parsed, hint)
+        if outcome is ReadOutcome.IDLE:
+            # Idle only when the whole body, fully parsed, says so too.
+            parsed = exposition.parse_whole(body, content_type, deadline_at=deadline_at)
+            read, outcome, detail = _classify(fetched, parsed, hint)
+    except exposition.ParseTimeout as exc:
+        return fetched, ReadOutcome.TIMEOUT, str(exc)
+    except exposition.ExpositionError as exc:
+        return fetched, ReadOutcome.UNPARSEABLE, str(exc)
+    return read, outcome, detail
+
+
+def _classify(fetched: Read, parsed: exposition.Exposition, hint: EngineHint) -> tuple[Read, ReadOutcome, str]:
+    """What the parsed samples say: the read's fields, its outcome and the words for it."""
     kind = hint.kind or parsed.kind
-    parsed_read = replace(fetched, kind=kind, process_start_time=parsed.process_start_time,
-                          restart_counters=parsed.restart_counters)
+    read = replace(fetched, kind=kind, process_start_time=parsed.process_start_time,
+                   restart_counters=parsed.restart_counters)
     if kind is None:
-        return done(parsed_read, ReadOutcome.INCOMPLETE, "no vllm: or sglang: metrics: engine unknown")
+        return read, ReadOutcome.INCOMPLETE, "no vllm: or sglang: work metrics: engine unknown"
     envelope = gauge_set(kind, hint.role or parsed.sglang_role or Role.UNIFIED)
     measured = exposition.measure(parsed, envelope)
-    measured_read = replace(parsed_read, role=envelope.role, gauges=measured.gauges, missing=measured.missing)
+    read = replace(read, role=envelope.role, gauges=measured.gauges, missing=measured.missing)
     if measured.invalid:
-        return done(measured_read, ReadOutcome.INVALID_VALUE,
-                    "negative, NaN or infinite value in " + ", ".join(measured.invalid))
+        return read, ReadOutcome.INVALID_VALUE, "negative, NaN or infinite value in " + ", ".join(measured.invalid)
     in_flight = measured.in_flight
-    measured_read = replace(measured_read, in_flight=in_flight)
+    read = replace(read, in_flight=in_flight)
     if measured.missing:
-        return done(measured_read, ReadOutcome.INCOMPLETE, "missing " + ", ".join(measured.missing))
+        return read, ReadOutcome.INCOMPLETE, "missing " + ", ".join(measured.missing)
     if in_flight == 0:
-        return done(measured_read, ReadOutcome.IDLE, "every work gauge reads zero")
-    return done(measured_read, ReadOutcome.BUSY, f"{in_flight:g} in flight")
+        return read, ReadOutcome.IDLE, "every work gauge reads zero (the whole body parsed)"
+    return read, ReadOutcome.BUSY, f"{in_flight:g} in flight"
+
+
+class EngineReader:
+    """The reader bound to its configuration: reads the target, and when the target refuses while
+    the engine's own command line names another port (an engine moved by its own --port, the
+    annotations left behind), reads there in the same read's time, and from then on."""
+
+    def __init__(self, config: ReadConfig, on_switch: Callable[[str], object] = lambda message: None):
+        self._config = config
+        self._on_switch = on_switch
+        self.target = config.target
+        self._fallback = config.fallback
+
+    def read(self, timeout_s: float) -> Read:
+        c = self._config
+        deadline_at = time.monotonic() + timeout_s
+        first = read_work(self.target, c.hint, timeout_s=timeout_s, max_body_bytes=c.max_body_bytes)
+        if first.outcome is not ReadOutcome.REFUSED or self._fallback is None:
+            return first
+        fallback, self._fallback = self._fallback, None  # tried once: a refusing engine is not chased
+        left_s = deadline_at - time.monotonic()
+        if left_s <= 0:
+            return first
+        second = read_work(fallback, c.hint, timeout_s=left_s, max_body_bytes=c.max_body_bytes)
+        if second.outcome is ReadOutcome.REFUSED:
+            return first
+        self.target = fallback
+        self._on_switch(f"{first.detail}, but the engine's own --port {fallback.port} answers: reading "
+                        f"{fallback.url} from now on; the Pod's scrape annotations (or --port) are wrong")
+        return second

@@ -1,5 +1,5 @@
 import sys
 
-from sidecar.launch import main
+from sidecar.main import main
 
 sys.exit(main())

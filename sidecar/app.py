@@ -18,18 +18,29 @@ from hook.events import EventLog
 from sidecar import errors
 from sidecar.auth import TokenFile
 from sidecar.coalescer import Coalescer
-from sidecar.constants import MAX_REQUEST_BODY_BYTES
+from hook.flags import MAX_SECONDS, parse_seconds
+from sidecar.command import CommandWatch
+from sidecar.constants import MAX_DRAIN_WAITERS, MAX_REQUEST_BODY_BYTES, TOKEN_FILE_WAIT_S
+from sidecar.drain_job import DrainJobs
 from sidecar.envelope import Identity, work_envelope
 from sidecar.lifecycle import Lifecycle
 from sidecar.metrics import SidecarMetrics
 from sidecar.sampler import Sample
 
 WORK = "/v1/work"
+DRAIN = "/v1/drain"
+# kubelet before 1.26 (or with ConsistentHTTPGetHandlers off) joins host and path with a "/" of
+# its own: an httpGet path of /v1/drain arrives as //v1/drain.
+LEGACY_DRAIN = "//v1/drain"
 OPENAPI = "/v1/openapi.json"
 HEALTHZ = "/healthz"
 READYZ = "/readyz"
 METRICS = "/metrics"
-ROUTES = (WORK, OPENAPI, HEALTHZ, READYZ, METRICS)
+ROUTES = (WORK, DRAIN, OPENAPI, HEALTHZ, READYZ, METRICS)
+# No bearer token here: kubelet's httpGet hook could only send one from the Pod spec, where anyone
+# who may read Pods reads it. The route only reads the engine (one shared drain), and its callers
+# are capped (MAX_DRAIN_WAITERS).
+TOKENLESS = (DRAIN, LEGACY_DRAIN)
 API_PREFIX = "/v1/"
 OTHER_ROUTE = "other"  # the metrics label of every path we do not serve
 MALFORMED_ROUTE = "malformed"  # requests that failed to parse (oversized line or headers)
@@ -45,7 +56,9 @@ class Service:
     lifecycle: Lifecycle
     metrics: SidecarMetrics
     tokens: TokenFile | None
+    drains: DrainJobs
     openapi_json: bytes
+    command: CommandWatch  # the engine's own command, for the retirement protocol's refusal
     work_wait_s: float  # the longest a /v1/work waits for its read
     log: EventLog
 
@@ -79,7 +92,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 async def _errors_and_metrics(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Outermost: every failure becomes a JSON error, and every answer is counted."""
     service = request.app[APP_SERVICE]
-    route = request.path if request.path in ROUTES else OTHER_ROUTE
+    route = DRAIN if request.path == LEGACY_DRAIN else request.path if request.path in ROUTES else OTHER_ROUTE
     try:
         if request.content_length and request.content_length > MAX_REQUEST_BODY_BYTES:
             raise ApiError(413, errors.REQUEST_TOO_LARGE, f"no route takes a body over {MAX_REQUEST_BODY_BYTES} bytes")
@@ -90,11 +103,12 @@ async def _errors_and_metrics(request: web.Request, handler: Handler) -> web.Str
         if exc.status < 400:
             raise
         headers = {k: v for k, v in exc.headers.items() if k.lower() == "allow"}
-        message = f"{request.method} {request.path}: {exc.reason}"
+        # What the client sent is never echoed back: the status and the way to the routes only.
+        message = f"{exc.status} {exc.reason}; the routes are listed at {OPENAPI}"
         response = error_response(exc.status, errors.code_for_status(exc.status), message, headers)
     except Exception as exc:  # a bug: answer 500 and log it, never drop the connection silently
         service.log.error("handler_failed", route=route, error=repr(exc))
-        response = error_response(500, errors.INTERNAL_ERROR, f"internal error: {type(exc).__name__}")
+        response = error_response(500, errors.INTERNAL_ERROR, "internal error; see the sidecar's log")
     service.metrics.observe_request(route, response.status)
     return response
 
@@ -102,7 +116,12 @@ async def _errors_and_metrics(request: web.Request, handler: Handler) -> web.Str
 @web.middleware
 async def _authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
     tokens = request.app[APP_SERVICE].tokens
-    if tokens is not None and request.path.startswith(API_PREFIX):
+    if tokens is not None and request.path.startswith(API_PREFIX) and request.path not in TOKENLESS:
+        try:
+            await tokens.refreshed(TOKEN_FILE_WAIT_S)
+        except TimeoutError:
+            raise ApiError(503, errors.TOKEN_FILE_UNAVAILABLE,
+                           "the token file did not answer; see the sidecar's log", {"Retry-After": "1"}) from None
         verdict = tokens.check(request.headers.get("Authorization"))
         if not verdict.ok:
             raise ApiError(401, errors.UNAUTHORIZED, verdict.reason,
@@ -117,7 +136,25 @@ async def work(request: web.Request) -> web.Response:
     except TimeoutError:
         raise ApiError(504, errors.READ_TIMEOUT,
                        f"no fresh read of the engine finished within {service.work_wait_s:g} s") from None
-    return _json(work_envelope(service.identity, sample, terminating=service.lifecycle.terminating))
+    return _json(work_envelope(service.identity, sample, command=service.command.current(),
+                               terminating=service.lifecycle.terminating))
+
+
+async def drain(request: web.Request) -> web.Response:
+    """Run (or join) the drain kubelet's preStop httpGet waits on; answer when the hook would return."""
+    service = request.app[APP_SERVICE]
+    text = request.query.get("grace")
+    if text is None:
+        raise ApiError(400, errors.BAD_REQUEST, "grace is required: /v1/drain?grace=<terminationGracePeriodSeconds>")
+    try:
+        grace_s = parse_seconds(text, what="grace", inclusive=False)
+    except ValueError:
+        raise ApiError(400, errors.BAD_REQUEST,
+                       f"grace must be a number of seconds > 0 and <= {MAX_SECONDS:.0f}") from None
+    if service.drains.waiting >= MAX_DRAIN_WAITERS:
+        raise ApiError(429, errors.TOO_MANY_DRAIN_CALLS,
+                       f"{MAX_DRAIN_WAITERS} calls already wait on the drain", {"Retry-After": "1"})
+    return _json(await service.drains.drain(grace_s))
 
 
 async def openapi(request: web.Request) -> web.Response:
@@ -142,7 +179,7 @@ async def metrics(request: web.Request) -> web.Response:
 def make_app(service: Service) -> web.Application:
     app = web.Application(middlewares=[_errors_and_metrics, _authenticate], client_max_size=MAX_REQUEST_BODY_BYTES)
     app[APP_SERVICE] = service
-    for path, handler in ((WORK, work), (OPENAPI, openapi), (HEALTHZ, healthz), (READYZ, readyz),
-                          (METRICS, metrics)):
+    for path, handler in ((WORK, work), (DRAIN, drain), (LEGACY_DRAIN, drain), (OPENAPI, openapi),
+                          (HEALTHZ, healthz), (READYZ, readyz), (METRICS, metrics)):
         app.router.add_get(path, handler, allow_head=False)
     return app

@@ -1,8 +1,11 @@
 """Bearer-token check for /v1/*, against a token file that may rotate under us.
 
 A mounted Secret rotates by Kubernetes swapping its `..data` symlink, so the file's path
-stays and what it resolves to changes. Each check stats the path (following links: a few
-microseconds) and re-reads the token only when device, inode, size or mtime differ.
+stays and what it resolves to changes. Before each check the path is stat'ed (following links:
+a few microseconds) and the token re-read only when device, inode, size or mtime differ. That
+file I/O runs on a thread of its own, never on the event loop, and is awaited for a bounded
+time: a file that hangs (a stuck volume) holds the /v1/* answers to a 503, never /healthz or
+the loop. Concurrent requests share one refresh.
 
 Fails closed: a file that cannot be read or holds no token accepts nothing, so a broken
 Secret holds replicas (a bounded, safe outcome) rather than opening the API.
@@ -10,11 +13,14 @@ Secret holds replicas (a bounded, safe outcome) rather than opening the API.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import hmac
 import os
 from dataclasses import dataclass
 from typing import Callable
 
+from hook.files import SmallFileError, read_small_file
 from sidecar.constants import MAX_TOKEN_FILE_BYTES
 
 BEARER = "bearer"
@@ -41,12 +47,9 @@ class Verdict:
 def read_token(path: str) -> bytes:
     """The token in `path`, surrounding whitespace stripped; raises TokenFileError."""
     try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_TOKEN_FILE_BYTES + 1)
-    except OSError as exc:
-        raise TokenFileError(f"cannot read token file {path}: {exc.strerror or exc}") from None
-    if len(raw) > MAX_TOKEN_FILE_BYTES:
-        raise TokenFileError(f"token file {path} is over {MAX_TOKEN_FILE_BYTES} bytes")
+        raw = read_small_file(path, MAX_TOKEN_FILE_BYTES)
+    except SmallFileError as exc:
+        raise TokenFileError(f"token file: {exc}") from None
     token = raw.strip()
     if not token:
         raise TokenFileError(f"token file {path} is empty")
@@ -64,12 +67,35 @@ class TokenFile:
         self._stamp: _Stamp | None = None
         self._token: bytes | None = None
         self._problem = ""
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._refreshing: asyncio.Future[None] | None = None
         read_token(path)  # at start, a bad file is a usage error, not a silent lock-out
-        self._refresh()
+        self.refresh()
+
+    async def refreshed(self, timeout_s: float) -> None:
+        """Refresh off the event loop, sharing a refresh already running; raises TimeoutError
+        when the file does not answer within timeout_s (the refresh goes on on its thread)."""
+        if self._refreshing is None:
+            if self._pool is None:
+                self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="token-file")
+            future = asyncio.get_running_loop().run_in_executor(self._pool, self.refresh)
+            self._refreshing = future
+            future.add_done_callback(self._refresh_done)
+        await asyncio.wait_for(asyncio.shield(self._refreshing), timeout_s)
+
+    def _refresh_done(self, future: asyncio.Future[None]) -> None:
+        self._refreshing = None
+        if not future.cancelled() and future.exception() is not None:
+            # refresh() turns every OS error into a problem it records; anything else is a bug.
+            self._set(self._stamp, None, f"token file check failed: {future.exception()!r}")
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
 
     def check(self, authorization: str | None) -> Verdict:
-        """Whether an Authorization header value carries the current token (constant-time compare)."""
-        self._refresh()
+        """Whether an Authorization header value carries the current token (constant-time
+        compare). No I/O: the token is what the last refresh() found."""
         if self._token is None:
             # The detail (a path, an OS error) is in the log, not in an answer to any client.
             return Verdict(False, "the sidecar has no valid token configured; see its log")
@@ -82,7 +108,8 @@ class TokenFile:
             return Verdict(False, "wrong token")
         return Verdict(True)
 
-    def _refresh(self) -> None:
+    def refresh(self) -> None:
+        """Re-read the token if the file changed. Blocking file I/O: off the event loop."""
         try:
             st = os.stat(self._path)
         except OSError as exc:

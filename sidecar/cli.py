@@ -25,6 +25,8 @@ from sidecar import constants
 from sidecar.app import MALFORMED_ROUTE, REJECTED_ROUTE, Service, make_app
 from sidecar.auth import TokenFile
 from sidecar.coalescer import Coalescer
+from sidecar.command import CommandWatch
+from sidecar.drain_job import DrainJobs
 from sidecar.config import SidecarConfig, build_parser, resolve_config
 from sidecar.envelope import Identity
 from sidecar.library_logs import route_library_logs
@@ -42,7 +44,7 @@ def load_openapi() -> bytes:
 
 async def serve(config: SidecarConfig, log: EventLog) -> int:
     metrics = SidecarMetrics()
-    sampler = EngineSampler(config.read, metrics)
+    sampler = EngineSampler(config.read, metrics, log)
     coalescer: Coalescer[Sample] = Coalescer(sampler.sample, constants.MIN_READ_INTERVAL_S)
     lifecycle = Lifecycle(coalescer, log, linger_max_s=config.linger_max_s,
                           poll_interval_s=constants.LINGER_POLL_INTERVAL_S)
@@ -63,7 +65,10 @@ async def serve(config: SidecarConfig, log: EventLog) -> int:
         lifecycle=lifecycle,
         metrics=metrics,
         tokens=tokens,
+        drains=DrainJobs(config.read, log),
         openapi_json=load_openapi(),
+        command=CommandWatch(config.stated.kind, config.stated.role, config.proc_root,
+                             rescan_interval_s=constants.COMMAND_RESCAN_INTERVAL_S),
         # The read in flight, the spacing, then this caller's own read.
         work_wait_s=(2 * config.read.read_timeout_s + constants.MIN_READ_INTERVAL_S
                      + constants.WORK_WAIT_SLACK_S),
@@ -83,6 +88,7 @@ async def serve(config: SidecarConfig, log: EventLog) -> int:
     site = LimitedTCPSite(runner, host=config.listen_host, port=config.listen_port,
                           max_connections=config.max_connections, handler_kwargs=handler_kwargs,
                           on_reject=lambda: metrics.observe_request(REJECTED_ROUTE, 503),
+                          on_evict=metrics.connections_evicted.inc,
                           on_error=lambda status: metrics.observe_request(MALFORMED_ROUTE, status))
     loop = asyncio.get_running_loop()
     loop.set_exception_handler(lambda _loop, context: _log_loop_error(log, context))
@@ -99,7 +105,8 @@ async def serve(config: SidecarConfig, log: EventLog) -> int:
         log.emit("listening", addresses=[f"{h}:{p}" for h, p in addresses], target=identity.target_url,
                  target_source=config.read.target.source,
                  engine_hint=config.read.hint.kind.value if config.read.hint.kind else None,
-                 pod=config.pod, worker_index=config.member.worker_index,
+                 pod=config.pod.name, namespace=config.pod.namespace, uid=config.pod.uid,
+                 worker_index=config.member.worker_index,
                  group_size=config.member.group_size, auth="bearer" if tokens else "open",
                  instance=identity.instance)
         if config.ready_file:
@@ -112,6 +119,8 @@ async def serve(config: SidecarConfig, log: EventLog) -> int:
         await runner.cleanup()
         await coalescer.close()
         sampler.close()
+        if tokens is not None:
+            tokens.close()
     log.emit("stopped", reason=reason.value)
     return ExitCode.OK
 

@@ -14,10 +14,11 @@ from typing import Mapping
 
 from hook import __version__
 from hook.config import ReadConfig, add_target_flags, resolve_read_config
+from hook.engine import EngineHint
 from hook.flags import Parser, arg, parse_listen, seconds_arg, whole_number_arg
 from sidecar import constants
 from sidecar.auth import TokenFileError, read_token
-from sidecar.member import Member, resolve_member
+from sidecar.member import Member, PodIdentity, resolve_member
 
 
 EPILOG = f"""\
@@ -30,6 +31,9 @@ signals: SIGTERM keeps serving until the engine's listener refuses a connection 
   then exits 0. SIGINT exits 0 at once.
 
 exit codes: 0 stopped by a signal; 2 usage error; 3 cannot listen on --listen.
+
+drain-sidecar retirement URL [URL...]: the retirement protocol's verdict for one replica, read from
+  its members' sidecars (see drain-sidecar retirement --help).
 """
 
 
@@ -39,8 +43,10 @@ class SidecarConfig:
     listen_host: str  # "": every address
     listen_port: int  # 0: any free port (tests)
     token_file: str | None
-    pod: str | None
+    pod: PodIdentity
     member: Member
+    stated: EngineHint  # what the sidecar's own --engine / --disaggregation-mode say (sidecar/command.py)
+    proc_root: str  # where the engine's argv is looked for
     linger_max_s: float
     max_connections: int
     ready_file: str | None
@@ -63,6 +69,11 @@ def build_parser() -> Parser:
                         help="require 'Authorization: Bearer <token>' on /v1/*, the token read from FILE "
                         "(re-read when it changes); without it /v1/* is open")
     parser.add_argument("--pod-name", help=f"this Pod's name (default ${constants.POD_NAME_ENV})")
+    parser.add_argument("--pod-namespace", help=f"this Pod's namespace (default ${constants.POD_NAMESPACE_ENV})")
+    parser.add_argument("--pod-uid", help=f"this Pod's UID (default ${constants.POD_UID_ENV})")
+    parser.add_argument("--configuration", metavar="TEXT",
+                        help="what this replica was created from, the same on every member "
+                        f"(default ${constants.MEMBER_CONFIGURATION_ENV})")
     parser.add_argument("--worker-index", metavar="N",
                         help=f"this member's index in its group (default ${constants.LWS_WORKER_INDEX_ENV})")
     parser.add_argument("--group-size", metavar="N",
@@ -84,7 +95,7 @@ def resolve_config(args: argparse.Namespace, parser: argparse.ArgumentParser,
     """Validate what argparse cannot check alone; a problem ends in parser.error (exit 2)."""
     env = os.environ if env is None else env
     try:
-        member = resolve_member(args.worker_index, args.group_size, env)
+        member = resolve_member(args.worker_index, args.group_size, env, args.configuration)
     except ValueError as exc:
         parser.error(str(exc))
     if args.token_file is not None:
@@ -98,8 +109,14 @@ def resolve_config(args: argparse.Namespace, parser: argparse.ArgumentParser,
         listen_host=host,
         listen_port=port,
         token_file=args.token_file,
-        pod=args.pod_name or env.get(constants.POD_NAME_ENV) or None,
+        pod=PodIdentity(
+            namespace=args.pod_namespace or env.get(constants.POD_NAMESPACE_ENV) or None,
+            name=args.pod_name or env.get(constants.POD_NAME_ENV) or None,
+            uid=args.pod_uid or env.get(constants.POD_UID_ENV) or None,
+        ),
         member=member,
+        stated=EngineHint(kind=args.engine, role=args.role, source="flag"),
+        proc_root=args.proc_root,
         linger_max_s=args.linger_max,
         max_connections=args.max_connections,
         ready_file=args.ready_file,

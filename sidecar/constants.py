@@ -4,17 +4,19 @@ The drain's constants (read timeout, body cap, grace) live in hook/constants.py 
 imported from there; these are only what serving the controller adds.
 """
 
-from hook.constants import DEFAULT_GRACE_S
+from hook.constants import DEFAULT_GRACE_S, SIDECAR_PORT
 
 # Every response's `schema`: a client checks it before trusting the field layout. Bump the
 # version on any change a client could misread; adding an optional field is not one.
-SCHEMA_VERSION = "modeldrain.sidecar/v1"
+# v2: the Pod named by namespace, name and UID; the engine's own command; the read's monotonic
+# start and its idle run; null listed in every nullable enum.
+SCHEMA_VERSION = "modeldrain.sidecar/v2"
 
 # The Pod's containers share one network namespace, so the port must clash with nothing the
 # engine binds: not vLLM's 8000 or SGLang's 30000 (and the ports SGLang derives above it),
 # not 8080/9090 (proxies, Prometheus), not 9400 (NVIDIA's DCGM exporter), and below Linux's
 # ephemeral range (32768+) where vLLM's and SGLang's randomly chosen internal ports land.
-DEFAULT_LISTEN_PORT = 8490
+DEFAULT_LISTEN_PORT = SIDECAR_PORT
 # The controller reads the sidecar by Pod IP, so it listens on every address, IPv4 and IPv6
 # ("" in --listen ":PORT"); the engine read stays on loopback whatever this says.
 DEFAULT_LISTEN_HOST = ""
@@ -67,10 +69,30 @@ KEEPALIVE_TIMEOUT_S = 10.0
 # At exit, requests still running get this long to finish (a /v1/work waits at most ~2 reads).
 SHUTDOWN_TIMEOUT_S = 5.0
 
+# Calls waiting on GET /v1/drain at once. kubelet calls once per container hook (and may repeat),
+# so a few suffice; past this a call gets 429 at once, and a flood of drain calls (the route needs
+# no token) can hold no more of the connection slots than this.
+MAX_DRAIN_WAITERS = 8
+
 # The token file holds one bearer token; anything bigger is not a token.
 MAX_TOKEN_FILE_BYTES = 4096
+
+# A check of the token file (a stat, rarely a read of 4 KiB) takes microseconds; one that has
+# not answered in this long is a stuck volume, and /v1/* answers 503 rather than wait on it.
+TOKEN_FILE_WAIT_S = 1.0
 
 # Kubernetes' downward API gives these to LeaderWorkerSet members.
 LWS_WORKER_INDEX_ENV = "LWS_WORKER_INDEX"
 LWS_GROUP_SIZE_ENV = "LWS_GROUP_SIZE"
+# The downward API gives these (fieldRef metadata.name, metadata.namespace, metadata.uid): Pod IPs
+# are reused, so an answer names the Pod it comes from.
 POD_NAME_ENV = "POD_NAME"
+POD_NAMESPACE_ENV = "POD_NAMESPACE"
+POD_UID_ENV = "POD_UID"
+# What the replica was created from (e.g. the LeaderWorkerSet template-revision-hash label): the
+# members of one replica must agree on it before the controller trusts its leader's answer.
+MEMBER_CONFIGURATION_ENV = "MEMBER_CONFIGURATION"
+
+# Until the engine's own command is found in /proc (a native sidecar starts before its engine),
+# look again at most this often: one listing of /proc, well under a millisecond in a Pod.
+COMMAND_RESCAN_INTERVAL_S = 1.0

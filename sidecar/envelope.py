@@ -1,7 +1,8 @@
 """The JSON body of GET /v1/work: one sample rendered with who answered. Pure.
 
-Field meanings are documented in sidecar/openapi.json; the read's own fields come from
-hook.outcome, so the controller sees the same outcome classes as the hook's log.
+Field meanings, and what a controller must check in each, are documented in sidecar/openapi.json
+and docs/controller.md; the read's own fields come from hook.outcome, so the controller sees the
+same outcome classes as the hook's log.
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ from typing import TypedDict
 
 from hook.events import utc_timestamp
 from hook.outcome import ReadFields, read_fields
+from sidecar.command import EngineCommand
 from sidecar.constants import SCHEMA_VERSION
-from sidecar.member import Member
+from sidecar.member import Member, PodIdentity
 from sidecar.sampler import Sample
 
 
@@ -23,7 +25,7 @@ class Identity:
     instance: str  # random per sidecar process: seq and incarnation restart with it
     version: str
     started_at_unix: float
-    pod: str | None
+    pod: PodIdentity
     member: Member
     target_url: str
 
@@ -35,14 +37,28 @@ class SidecarFields(TypedDict):
     terminating: bool
 
 
+class PodFields(TypedDict):
+    namespace: str | None
+    name: str | None
+    uid: str | None
+
+
 class MemberFields(TypedDict):
     worker_index: int
     group_size: int
+    configuration: str | None
     speaks_for_replica: bool
+
+
+class CommandFields(TypedDict):
+    source: str
+    disaggregated: bool | None
+    evidence: list[str]
 
 
 class EngineFields(TypedDict):
     target: str
+    command: CommandFields
     process_start_time: float | None
     incarnation: int
     incarnation_evidence: str | None
@@ -52,18 +68,20 @@ class EngineFields(TypedDict):
 class SampleFields(ReadFields):
     seq: int
     started_at: str
+    started_monotonic_s: float
+    idle_run_since_seq: int | None
 
 
 class WorkEnvelope(TypedDict):
     schema: str
     sidecar: SidecarFields
-    pod: str | None
+    pod: PodFields
     member: MemberFields
     engine: EngineFields
     read: SampleFields
 
 
-def work_envelope(identity: Identity, sample: Sample, *, terminating: bool) -> WorkEnvelope:
+def work_envelope(identity: Identity, sample: Sample, *, command: EngineCommand, terminating: bool) -> WorkEnvelope:
     read = sample.read
     incarnation = sample.incarnation
     return {
@@ -74,18 +92,31 @@ def work_envelope(identity: Identity, sample: Sample, *, terminating: bool) -> W
             "started_at": utc_timestamp(identity.started_at_unix),
             "terminating": terminating,
         },
-        "pod": identity.pod,
+        "pod": {"namespace": identity.pod.namespace, "name": identity.pod.name, "uid": identity.pod.uid},
         "member": {
             "worker_index": identity.member.worker_index,
             "group_size": identity.member.group_size,
+            "configuration": identity.member.configuration,
             "speaks_for_replica": identity.member.speaks_for_replica,
         },
         "engine": {
-            "target": identity.target_url,
+            "target": sample.target_url,
+            "command": {
+                "source": command.source.value,
+                "disaggregated": command.disaggregated,
+                "evidence": list(command.evidence),
+            },
             "process_start_time": read.process_start_time,
             "incarnation": incarnation.value,
             "incarnation_evidence": incarnation.evidence.value if incarnation.evidence else None,
             "incarnation_changed_at_seq": incarnation.changed_at_seq,
         },
-        "read": {"seq": sample.seq, "started_at": utc_timestamp(sample.started_at_unix), **read_fields(read)},
+        "read": {
+            "seq": sample.seq,
+            "started_at": utc_timestamp(sample.started_at_unix),
+            # The reader's own monotonic start (hook.outcome.Read.started_at): the 1 s rule's clock.
+            "started_monotonic_s": round(read.started_at, 6),
+            "idle_run_since_seq": sample.idle_run_since_seq,
+            **read_fields(read),
+        },
     }

@@ -13,6 +13,8 @@ REQUEST_TOO_LARGE = "request_too_large"
 READ_TIMEOUT = "read_timeout"
 INTERNAL_ERROR = "internal_error"
 TOO_MANY_CONNECTIONS = "too_many_connections"
+TOKEN_FILE_UNAVAILABLE = "token_file_unavailable"
+TOO_MANY_DRAIN_CALLS = "too_many_drain_calls"
 
 # For statuses that aiohttp raises itself (routing, request parsing).
 BY_STATUS = {

@@ -36,6 +36,9 @@ class SidecarMetrics:
         self.incarnation = Gauge(
             "modeldrain_sidecar_engine_incarnation",
             "Engine processes seen to take over since the sidecar started.", registry=self.registry)
+        self.connections_evicted = Counter(
+            "modeldrain_sidecar_connections_evicted",
+            "Idle connections closed at the connection cap to make room for a new one.", registry=self.registry)
         self.requests = Counter(
             "modeldrain_sidecar_requests", "HTTP requests served, by route template and status code.",
             ["route", "code"], registry=self.registry)

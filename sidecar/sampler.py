@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import functools
 import time
 from dataclasses import dataclass
 
 from hook.config import ReadConfig
+from hook.events import EventLog
 from hook.outcome import Read, ReadOutcome
-from hook.reader import read_work
+from hook.reader import EngineReader
+from sidecar.idle_run import IdleRunTracker
 from sidecar.incarnation import Incarnation, IncarnationTracker, Observation
 from sidecar.metrics import SidecarMetrics
 
@@ -26,29 +27,32 @@ class Sample:
     started_at_unix: float  # wall time at the read's start, for people and logs
     read: Read
     incarnation: Incarnation
+    target_url: str  # what was read: the configured target, or the engine's own port it moved to
+    idle_run_since_seq: int | None = None  # sidecar/idle_run.py
 
 
 class EngineSampler:
-    def __init__(self, config: ReadConfig, metrics: SidecarMetrics):
+    def __init__(self, config: ReadConfig, metrics: SidecarMetrics, log: EventLog):
         self._config = config
+        self._reader = EngineReader(config, lambda message: log.warning("config_warning", message=message))
         self._metrics = metrics
         self._tracker = IncarnationTracker()
+        self._idle_run = IdleRunTracker()
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine-read")
 
     async def sample(self, seq: int) -> Sample:
         started_at_unix = time.time()
         c = self._config
-        read = await asyncio.get_running_loop().run_in_executor(
-            self._pool, functools.partial(read_work, c.target, c.hint, timeout_s=c.read_timeout_s,
-                                          max_body_bytes=c.max_body_bytes))
+        read = await asyncio.get_running_loop().run_in_executor(self._pool, self._reader.read, c.read_timeout_s)
         observation = Observation(
             answered=read.outcome is not ReadOutcome.REFUSED,
             process_start_time=read.process_start_time,
             counters=read.restart_counters or None,
         )
         incarnation = self._tracker.observe(seq, observation)
+        idle_run_since_seq = self._idle_run.observe(seq, idle=read.outcome.is_idle, incarnation=incarnation.value)
         self._metrics.observe_read(read, incarnation.value)
-        return Sample(seq, started_at_unix, read, incarnation)
+        return Sample(seq, started_at_unix, read, incarnation, self._reader.target.url, idle_run_since_seq)
 
     def close(self) -> None:
         # A read still running ends by its own deadline; do not wait for it.

@@ -1,8 +1,12 @@
-"""The TCP listener under the aiohttp runner: a connection cap, and JSON errors for bad requests.
+"""The TCP listener under the aiohttp runner: a fair connection cap, and JSON errors for bad requests.
 
-aiohttp has no connection limit of its own. Past the cap a new connection gets a short JSON
-503 and is closed before anything it sends is parsed, so a flood costs an accept and a write
-each. A request aiohttp cannot parse (line or header over its bound, not HTTP) never reaches
+aiohttp has no connection limit of its own. At the cap, a new connection takes the place of the
+oldest connection that is not running a request (idle keep-alive, or still sending its request
+line slowly): whoever holds connections open without using them cannot lock the controller or
+the kubelet's probes out, since every request without a token ends at once and only a request
+in progress keeps its connection. Only when every connection is running a request does a new
+one get a short JSON 503, closed before anything it sends is parsed, so a flood costs an accept
+and a write each. A request aiohttp cannot parse (line or header over its bound, not HTTP) never reaches
 the app's middleware; its handler here answers it in the same JSON error shape as the routes.
 """
 
@@ -77,9 +81,17 @@ class JsonErrorRequestHandler(web.RequestHandler):
         return response
 
 
+def oldest_idle(connections: list[web.RequestHandler]) -> web.RequestHandler | None:
+    """The first connection (the server keeps them in arrival order) that runs no request now."""
+    for handler in connections:
+        if not handler._request_in_progress:  # aiohttp's own flag, set around each request's handler
+            return handler
+    return None
+
+
 class LimitedTCPSite(web.BaseSite):
     def __init__(self, runner: web.BaseRunner, *, host: str, port: int, max_connections: int,
-                 handler_kwargs: dict[str, Any], on_reject: Callable[[], None],
+                 handler_kwargs: dict[str, Any], on_reject: Callable[[], None], on_evict: Callable[[], None],
                  on_error: Callable[[int], None], backlog: int = 128):
         super().__init__(runner, backlog=backlog)
         self._host = host or None  # None: every address, IPv4 and IPv6
@@ -87,6 +99,7 @@ class LimitedTCPSite(web.BaseSite):
         self._max_connections = max_connections
         self._handler_kwargs = handler_kwargs
         self._on_reject = on_reject
+        self._on_evict = on_evict
         self._on_error = on_error
         self._listener: asyncio.Server | None = None  # also BaseSite's _server, which stop() closes
 
@@ -109,7 +122,11 @@ class LimitedTCPSite(web.BaseSite):
 
         def protocol() -> asyncio.Protocol:
             if len(server.connections) >= limit:
-                return _Overloaded(self._on_reject)
+                idle = oldest_idle(server.connections)
+                if idle is None:
+                    return _Overloaded(self._on_reject)
+                idle.force_close()  # its transport closes now; the server forgets it on connection_lost
+                self._on_evict()
             return JsonErrorRequestHandler(server, loop=loop, on_error=self._on_error, **self._handler_kwargs)
 
         self._listener = await loop.create_server(

@@ -19,19 +19,21 @@ from tests.conftest import REPO
 HOOK_LAYERS: dict[str, int] = {
     # facts and leaf utilities: constants, the gauge sets, exit codes, where the engine is
     "hook": 0, "hook.constants": 0, "hook.exitcodes": 0, "hook.gauges": 0, "hook.target": 0,
-    "hook.bundle": 0, "hook.annotations": 0, "hook.events": 0,
+    "hook.bundle": 0, "hook.files": 0, "hook.events": 0,
     # values parsed and read
-    "hook.flags": 1, "hook.outcome": 1, "hook.clock": 1,
+    "hook.flags": 1, "hook.outcome": 1, "hook.clock": 1, "hook.annotations": 1,
     # reading: argv, exposition, HTTP
     "hook.engine": 2, "hook.exposition": 2, "hook.fetch": 2,
-    # the one reader, and the configuration it is given
-    "hook.reader": 3, "hook.config": 3,
-    # pure decisions over reads
-    "hook.decision": 4,
+    # a leader's drain-sidecar, read like the engine
+    "hook.leader": 3,
+    # the configuration: flags, annotations, argv, environment
+    "hook.config": 4,
+    # the one reader bound to its configuration; the pure decisions over reads
+    "hook.reader": 5, "hook.decision": 5,
     # the drain loop
-    "hook.drain": 5,
+    "hook.drain": 6,
     # entry points
-    "hook.install": 6, "hook.cli": 7, "hook.__main__": 8,
+    "hook.install": 7, "hook.cli": 8, "hook.__main__": 9,
 }
 
 # What the bundled hook may import beyond the standard library.

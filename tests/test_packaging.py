@@ -74,7 +74,7 @@ def test_the_wheel_says_what_it_needs_and_its_licence(wheel):
     for package in ("aiohttp", "uvloop"):
         assert any(r.startswith(package) and 'extra == "sidecar"' in r for r in requires), requires
     assert "prestop = hook.cli:main" in entry_points
-    assert "drain-sidecar = sidecar.launch:main" in entry_points
+    assert "drain-sidecar = sidecar.main:main" in entry_points
 
 
 @pytest.fixture(scope="session")
@@ -117,6 +117,12 @@ def test_prestop_works_from_a_plain_install(installed, tmp_path):
     check = run([str(installed / "prestop"), "check", "--engine", "vllm", "--port", str(port)], tmp_path)
     assert check.returncode == ExitCode.UNMEASURABLE, check.stdout + check.stderr
     assert '"outcome": "refused"' in check.stdout
+
+
+def test_the_retirement_command_works_from_a_plain_install(installed, tmp_path):
+    done = run([str(installed / "drain-sidecar"), "retirement", "--help"], tmp_path)
+    assert done.returncode == ExitCode.OK, done.stderr
+    assert "exit codes: 0 the replica may be deleted" in done.stdout
 
 
 @pytest.mark.parametrize("args", [["--help"], [], ["--listen", "127.0.0.1:0"]])

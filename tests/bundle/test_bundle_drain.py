@@ -100,3 +100,29 @@ def test_bundle_is_static_and_holds_no_sidecar_dependencies(bundle):
     assert "prometheus_client" in listing and "hook.cli" in listing
     for excluded in ("aiohttp", "uvloop", "sidecar", "emulation"):
         assert excluded not in listing
+
+
+def test_an_early_sigterm_leaves_no_final_line_but_the_next_start_cleans_up(bundle, bundle_env):
+    """Both launchers forward signals only once they have started their child: a SIGTERM while they
+    unpack kills them before any code of ours runs. What they left is removed by the next start."""
+    tmp = bundle_env["TMPDIR"]
+    for delay_s in (0.01, 0.03, 0.08, 0.12):
+        process = subprocess.Popen(drain_argv(str(bundle), free_port()), env=bundle_env,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        time.sleep(delay_s)
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=20)
+    # Whatever an early SIGTERM (or a SIGKILL) left, aged past the bound a concurrent start needs:
+    old = time.time() - 120
+    for name in os.listdir(tmp):
+        os.utime(os.path.join(tmp, name), (old, old))
+    fake = os.path.join(tmp, "_MEI0000dead00aaaa")  # as a SIGKILL mid-drain leaves one
+    os.mkdir(fake)
+    with open(os.path.join(fake, "libpython3.11.so.1.0"), "wb") as f:
+        f.write(b"\0" * 4096)
+    os.utime(fake, (old, old))
+    ran = run(drain_argv(str(bundle), free_port()), env=bundle_env)
+    assert ran.code == 11, ran.stderr
+    removed = ran.event("stale_unpack_dirs_removed")
+    assert fake in removed["paths"] and removed["bytes"] >= 4096
+    assert unpacked_leftovers(bundle_env) == []

@@ -45,6 +45,7 @@ SECURITY_FIELDS = {"runAsNonRoot", "runAsUser", "runAsGroup", "readOnlyRootFiles
                    "allowPrivilegeEscalation", "capabilities", "fsGroup", "supplementalGroups"}
 VOLUME_KINDS = {"emptyDir", "downwardAPI", "secret"}
 FIELD_REFS = {"metadata.name", "metadata.namespace", "metadata.uid"}
+_ONE_LABEL = re.compile(r"metadata\.(labels|annotations)\['([^']+)'\]")
 
 # kubelet's own floor on the grace left for SIGTERM (kuberuntime's minimumGracePeriodInSeconds).
 MIN_STOP_GRACE_S = 2
@@ -263,11 +264,16 @@ class Pod:
             if "value" in entry:
                 env[entry["name"]] = expand(entry["value"], env)
             else:
-                ref = entry.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
-                if ref not in FIELD_REFS:
+                ref = entry.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath", "")
+                one = _ONE_LABEL.fullmatch(ref)
+                if one:  # a single label or annotation; "" when the Pod has none of that name
+                    source = self.template.labels if one.group(1) == "labels" else self.template.annotations
+                    env[entry["name"]] = source.get(one.group(2), "")
+                elif ref in FIELD_REFS:
+                    env[entry["name"]] = {"metadata.name": self.name, "metadata.namespace": NAMESPACE,
+                                          "metadata.uid": self.uid}[ref]
+                else:
                     raise Unsupported(f"env {entry}")
-                env[entry["name"]] = {"metadata.name": self.name, "metadata.namespace": NAMESPACE,
-                                      "metadata.uid": self.uid}[ref]
         return env
 
     def _run_args(self, container: dict[str, Any], *, detach: bool) -> list[str]:

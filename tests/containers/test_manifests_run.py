@@ -37,10 +37,20 @@ def check(template: PodTemplate, pod: Pod, deletion: Deletion) -> None:
         if not prestop_command(container):
             continue
         hook = deletion.hooks[container["name"]]
-        assert hook.code == 0, hook.stdout + hook.stderr
-        assert hook.events[0]["event"] == "drain_started"
-        assert hook.events[-1]["event"] == "drain_finished" and hook.events[-1]["outcome"] == "idle"
-        assert hook.events[0]["target_source"] == "annotation"  # the downward-API file, as laid out
+        started, finished = hook.events[0], hook.events[-1]
+        assert started["event"] == "drain_started" and finished["event"] == "drain_finished", hook.stderr
+        if template.follows_a_leader:
+            # LWS's variables lead the worker's hook to its leader's sidecar. These Pods have only a
+            # loopback and no DNS: the leader's name cannot be resolved, which is not "gone" (that
+            # is a name that does not exist), so the worker keeps its shards until G - 5.
+            assert "LeaderWorkerSet" in started["target_source"], started
+            assert started["target"] == f"http://{template.injected_env['LWS_LEADER_ADDRESS']}:8490/v1/work"
+            assert (hook.code, finished["outcome"]) == (10, "deadline"), finished
+            assert "cannot resolve" in finished["reason"] and finished["elapsed_s"] >= template.grace_s - 5
+        else:
+            assert hook.code == 0, hook.stdout + hook.stderr
+            assert started["target_source"] == "annotation"  # the downward-API file, as laid out
+            assert finished["outcome"] == "idle", finished
     for name, stop in deletion.stops.items():
         assert stop.exit_code in (0, 143), (name, stop)  # never 137: nothing needed SIGKILL
     engine_stops = [deletion.stops[c["name"]].ended_at for c in template.spec["containers"]]

@@ -55,6 +55,11 @@ class PodTemplate:
     injected_env: dict[str, str] = field(default_factory=dict)  # added to every container (LWS)
 
     @property
+    def follows_a_leader(self) -> bool:
+        """A LeaderWorkerSet worker: its hook waits on the leader's sidecar, not its own engine."""
+        return self.injected_env.get("LWS_WORKER_INDEX", "0") != "0"
+
+    @property
     def id(self) -> str:
         return self.pod_name
 
@@ -81,12 +86,13 @@ def documents() -> list[Document]:
 
 
 def _template(document: Document, template: dict[str, Any], pod_name: str,
-              injected_env: dict[str, str] | None = None, what: str = "") -> PodTemplate:
+              injected_env: dict[str, str] | None = None, what: str = "",
+              injected_labels: dict[str, str] | None = None) -> PodTemplate:
     metadata = template.get("metadata", {})
     return PodTemplate(
         source=f"{document.path.name}: {document.kind} {document.name}{what}",
         pod_name=pod_name,
-        labels=dict(metadata.get("labels", {})),
+        labels={**metadata.get("labels", {}), **(injected_labels or {})},
         annotations=dict(metadata.get("annotations", {})),
         spec=template["spec"],
         injected_env=dict(injected_env or {}),
@@ -111,10 +117,14 @@ def pod_templates(docs: list[Document] | None = None) -> list[PodTemplate]:
             worker = group["workerTemplate"]
             leader = group.get("leaderTemplate", worker)
             env = {"LWS_LEADER_ADDRESS": leader_address, "LWS_GROUP_SIZE": str(size)}
-            out.append(_template(document, leader, f"{name}-0", {**env, "LWS_WORKER_INDEX": "0"}, " (leader)"))
+            # The labels LeaderWorkerSet's controller puts on every member (lws.sigs.k8s.io).
+            labels = {"leaderworkerset.sigs.k8s.io/name": name, "leaderworkerset.sigs.k8s.io/group-index": "0",
+                      "leaderworkerset.sigs.k8s.io/template-revision-hash": "5d8f6c7b9"}
+            out.append(_template(document, leader, f"{name}-0", {**env, "LWS_WORKER_INDEX": "0"}, " (leader)",
+                                 {**labels, "leaderworkerset.sigs.k8s.io/worker-index": "0"}))
             if size > 1:
                 out.append(_template(document, worker, f"{name}-0-1", {**env, "LWS_WORKER_INDEX": "1"},
-                                     " (worker 1)"))
+                                     " (worker 1)", {**labels, "leaderworkerset.sigs.k8s.io/worker-index": "1"}))
     return out
 
 

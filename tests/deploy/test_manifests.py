@@ -96,8 +96,14 @@ def test_every_engine_has_the_hook_with_its_start_guard_and_the_pods_grace(item:
     assert engines, f"{item.source}: no container has the prestop hook"
     for container in engines:
         command = prestop_command(container)
-        assert command[0].endswith("/prestop") and command[1:] == ["--grace", str(item.grace_s)], command
+        assert command[0].endswith("/prestop") and command[1:3] == ["--grace", str(item.grace_s)], command
         assert poststart_command(container) == [command[0], "version"], container["name"]
+        if item.follows_a_leader:  # the leader's sidecar wants the token: mounted here too
+            token = command[command.index("--leader-token-file") + 1]
+            mounts = [m["mountPath"] for m in container.get("volumeMounts", [])]
+            assert token.rsplit("/", 1)[0] in mounts, mounts
+        else:
+            assert command[3:] == [], command
 
 
 @by_id(TEMPLATES)

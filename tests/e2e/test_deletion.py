@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import time
+
+import pytest
 
 from emulation.engine_process import EngineProcess
 from emulation.kubelet import delete_pod
@@ -11,8 +14,8 @@ from emulation.load import LoadGenerator, UniformDurations
 from .prestop_run import NO_PROCESSES, PRESTOP
 
 
-def hook_argv(grace_s: float, port: int) -> list[str]:
-    return [PRESTOP, "--grace", f"{grace_s:g}", "--port", str(port), "--proc-root", NO_PROCESSES, "--quiet"]
+def hook_argv(grace_s: float, port: int, *extra: str) -> list[str]:
+    return [PRESTOP, "--grace", f"{grace_s:g}", "--port", str(port), "--proc-root", NO_PROCESSES, "--quiet", *extra]
 
 
 def test_busy_replica_loses_no_request_with_the_hook_and_leaves_when_done():
@@ -47,3 +50,20 @@ def test_work_longer_than_the_grace_is_cut_at_g_minus_5_and_the_engine_still_exi
     assert grace_s - 5 <= report.hook_returned_at <= grace_s - 5 + 0.5
     assert report.cut == 3  # vLLM aborts what runs at SIGTERM: the spec's known limitation
     assert report.sigkill_at is None  # the 5 s reserve let the engine exit before the kill
+
+
+def test_sglang_split_role_gets_sigterm_by_g_minus_20_and_loses_nothing_for_it():
+    # The role comes from the engine's metrics (engine_type="prefill"): the reserve grows to 20 s.
+    # SGLang serves what runs after SIGTERM, so the early return cuts nothing.
+    grace_s = 30
+    with EngineProcess("--kind", "sglang", "--role", "prefill", "--max-running", "4") as engine:
+        load = LoadGenerator(engine.base_url, concurrency=2, durations=UniformDurations(14.0, 14.0), seed=5,
+                             max_requests=2).start()
+        time.sleep(1.0)
+        report = delete_pod(engine, hook_argv(grace_s, engine.port), grace_s, load=load, route_drop_after_s=0.5)
+    events = [json.loads(line) for line in report.hook_stderr.splitlines() if line.startswith("{")]
+    started = next(e for e in events if e["event"] == "drain_started")
+    changed = next(e for e in events if e["event"] == "exit_reserve_changed")
+    assert started["exit_reserve_s"] == 5.0 and changed["exit_reserve_s"] == 20.0
+    assert report.hook_exit_code == 10 and grace_s - 20 <= report.hook_returned_at <= grace_s - 20 + 0.5
+    assert report.cut == 0 and report.completed == 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import time
@@ -13,7 +14,7 @@ from emulation.engine_process import EngineProcess, free_port
 
 from tests.engine_work import send_requests
 
-from .prestop_run import FAST, PRESTOP, run_prestop, start_prestop
+from .prestop_run import FAST, NO_PROCESSES, PRESTOP, run_prestop, start_prestop
 
 
 @pytest.mark.parametrize("args, message", [
@@ -110,16 +111,79 @@ def test_deadline_counts_from_the_exec_not_from_the_end_of_imports(tmp_path):
     assert run.elapsed_s <= 4.6  # the parent saw it return at G - 5, not G - 5 + 1.5
 
 
-def test_sigterm_ends_the_hook_with_a_final_line():
+@pytest.mark.parametrize("signum, code, outcome", [
+    (signal.SIGTERM, 143, "terminated"),
+    (signal.SIGINT, 130, "interrupted"),  # a person at a terminal: the same final line, no traceback
+])
+def test_a_stop_signal_ends_the_hook_with_a_final_line(signum, code, outcome):
     with EngineProcess("--kind", "vllm") as engine:
         hook = start_prestop(*FAST, "--grace", "30", "--port", str(engine.port))
         time.sleep(1.5)
-        hook.send_signal(signal.SIGTERM)
+        hook.send_signal(signum)
         out, err = hook.communicate(timeout=10)
-    assert hook.returncode == 143
+    assert hook.returncode == code
+    assert "Traceback" not in err
     finished = json.loads(out.splitlines()[-1])
-    assert finished["reason"] == "terminated by SIGTERM before the drain finished"
+    assert (finished["outcome"], finished["exit_code"]) == (outcome, code)
+    assert finished["reason"] == f"{outcome} by {signal.Signals(signum).name} before the drain finished"
     assert 1.5 <= finished["elapsed_s"] < 5
+
+
+def catches(pid: int, signum: int) -> bool:
+    """Whether the process has a handler for the signal (SigCgt in /proc/<pid>/status)."""
+    with open(f"/proc/{pid}/status") as f:
+        mask = next(int(line.split()[1], 16) for line in f if line.startswith("SigCgt:"))
+    return bool(mask & (1 << (signum - 1)))
+
+
+def test_from_the_moment_it_catches_the_signal_a_stop_ends_with_a_final_line():
+    # The handler goes in before the imports, the exec clock, the /proc scan and the annotations:
+    # a SIGTERM sent the instant it is caught lands in that start-up work, and still ends well.
+    hook = start_prestop(*FAST, "--grace", "30", "--port", str(free_port()))
+    deadline_at = time.monotonic() + 10
+    while not catches(hook.pid, signal.SIGTERM):
+        assert time.monotonic() < deadline_at and hook.poll() is None
+        time.sleep(0.0005)
+    hook.send_signal(signal.SIGTERM)
+    out, err = hook.communicate(timeout=10)
+    assert hook.returncode == 143, err
+    finished = json.loads(out.splitlines()[-1])
+    assert finished["outcome"] == "terminated" and finished["elapsed_s"] < 1.0
+
+
+def test_closed_stdout_and_stderr_do_not_stop_the_drain():
+    # Started with its standard streams closed, as a careless wrapper might: the drain still runs to
+    # its end and exits with its code; nothing it opens can land on descriptors 1 and 2.
+    with EngineProcess("--kind", "vllm") as engine:
+        proc = subprocess.run([PRESTOP, "--proc-root", NO_PROCESSES, *FAST, "--port", str(engine.port), "--quiet"],
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              close_fds=True, timeout=30, preexec_fn=lambda: (os.close(1), os.close(2)))
+    assert proc.returncode == 0
+
+
+def test_a_log_reader_that_stalls_does_not_stall_the_drain(tmp_path):
+    # stderr is a pipe nobody reads, already full: the drain still returns on time.
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    try:
+        while True:
+            os.write(write_end, b"x" * 65536)
+    except BlockingIOError:
+        pass
+    os.set_blocking(write_end, True)
+    try:
+        with EngineProcess("--kind", "vllm") as engine:
+            started = time.monotonic()
+            proc = subprocess.run([PRESTOP, "--proc-root", NO_PROCESSES, *FAST, "--port", str(engine.port), "--quiet"],
+                                  stdout=subprocess.PIPE, stderr=write_end, timeout=30)
+            elapsed_s = time.monotonic() - started
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    assert proc.returncode == 0
+    assert elapsed_s < 3.5  # route wait 1 s + two reads, plus one bounded wait on the full pipe
+    finished = json.loads(proc.stdout.decode().splitlines()[-1])
+    assert finished["log_lines_dropped"] >= 1
 
 
 def test_a_grace_the_operator_would_not_admit_is_warned_about():

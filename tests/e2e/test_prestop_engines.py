@@ -7,7 +7,7 @@ import threading
 import pytest
 import trustme
 
-from emulation.engine_process import EngineProcess
+from emulation.engine_process import EngineProcess, free_port
 from emulation.launch import LaunchShape
 
 from tests.engine_work import send_requests
@@ -25,8 +25,10 @@ def states(run):
     ("prefill", ["--legacy-prefill-name"]),
 ])
 def test_sglang_roles_drain_idle_with_the_role_read_from_the_exposition(role, flags):
+    # --exit-reserve 5 keeps G - reserve after the route wait at FAST's G = 8 (a split role's own
+    # reserve, 20 s, is tested with the deletions).
     with EngineProcess("--kind", "sglang", "--role", role, *flags) as engine:
-        run = run_prestop(*FAST, "--port", str(engine.port))
+        run = run_prestop(*FAST, "--exit-reserve", "5", "--port", str(engine.port))
     assert run.code == 0, run.stderr
     expected_role = role
     assert states(run) == [("idle", "sglang", expected_role)]
@@ -34,12 +36,12 @@ def test_sglang_roles_drain_idle_with_the_role_read_from_the_exposition(role, fl
 
 def test_sglang_decode_that_served_nothing_is_incomplete_then_idle_once_it_has():
     with EngineProcess("--kind", "sglang", "--role", "decode") as engine:
-        run = run_prestop(*FAST, "--port", str(engine.port))
+        run = run_prestop(*FAST, "--exit-reserve", "5", "--port", str(engine.port))
         assert run.code == 10
         assert states(run) == [("incomplete", "sglang", "decode")]
         assert "sglang:num_decode_prealloc_queue_reqs" in run.event("read_state")["missing"]
         engine.request("POST", "/v1/completions", {"duration_s": 0.1})
-        run = run_prestop(*FAST, "--port", str(engine.port))
+        run = run_prestop(*FAST, "--exit-reserve", "5", "--port", str(engine.port))
     assert run.code == 0, run.stderr
 
 
@@ -131,6 +133,21 @@ def test_engine_and_port_found_from_its_own_command_line(shape, tmp_path):
     assert started["target"] == f"http://127.0.0.1:{engine.port}/metrics"
     assert started["target_source"] == "cmdline" and started["engine_source"] == "cmdline"
     assert started["engine"] == shape.kind
+
+
+@pytest.mark.parametrize("shape", [LaunchShape.VLLM_CLI, LaunchShape.SGLANG_MODULE])
+def test_an_engine_moved_by_its_own_port_is_read_there_when_the_annotated_port_refuses(shape, tmp_path):
+    # The role's command sets --port; the operator's annotation still names the port it rendered.
+    with EngineProcess(launch=shape) as engine:
+        send_requests(engine, 2, duration_s=3.0)
+        annotations = tmp_path / "annotations"
+        annotations.write_text(f'prometheus.io/port="{free_port()}"\n')  # nothing listens there
+        run = run_prestop("--route-wait", "1", "--grace", "30", "--annotations", str(annotations),
+                          "--proc-root", container_proc(tmp_path, engine))
+    assert run.code == 0, run.stderr  # drained, not "nothing to measure" after the route wait
+    warnings = [e["message"] for e in run.events if e["event"] == "config_warning"]
+    assert any(f"the engine's own --port {engine.port} answers" in w for w in warnings), warnings
+    assert run.event("read_state")["outcome"] == "busy" and run.finished["elapsed_s"] >= 3.0
 
 
 def test_two_hooks_at_once_both_drain():

@@ -43,7 +43,8 @@ def render(*argv: str, running: int = 0, waiting: int = 0, published: bool = Tru
 
 
 def test_scrapes_are_the_measured_ones(fixtures_dir: Path):
-    sums = {name: digest for digest, name in (line.split() for line in (fixtures_dir / "SHA256SUMS").read_text().splitlines())}
+    lines = (fixtures_dir / "SHA256SUMS").read_text().splitlines()
+    sums = {name: digest for digest, name in (line.split() for line in lines)}
     assert set(sums) == {p.name for p in fixtures_dir.glob("*.txt")}
     assert set(FIXTURE_OF.values()) <= set(sums)
     for name, digest in sums.items():

@@ -113,3 +113,31 @@ def test_drain_config_keeps_the_timings_and_the_mirror(tmp_path):
     c = resolve_drain_config(args)
     assert (c.grace_s, c.route_wait_s, c.exit_reserve_s, c.interval_s) == (45, 2, 20, 0.5)
     assert c.log_mirror is None
+
+
+def drain_config(tmp_path, *argv, env=None):
+    args = _drain_parser().parse_args([*argv, "--annotations", no_annotations(tmp_path), "--engine", "vllm",
+                                       "--proc-root", fake_proc(tmp_path)])
+    return resolve_drain_config(args, env or {})
+
+
+LWS_WORKER = {"LWS_WORKER_INDEX": "1", "LWS_LEADER_ADDRESS": "vllm-0.vllm.team-a", "LWS_GROUP_SIZE": "2"}
+
+
+def test_a_leaderworkerset_worker_follows_its_leader_by_default(tmp_path):
+    c = drain_config(tmp_path, env=LWS_WORKER)
+    assert c.leader is not None and c.leader.target.url == "http://vllm-0.vllm.team-a:8490/v1/work"
+    assert c.leader.source.startswith("LeaderWorkerSet") and c.leader.token_file is None
+    assert drain_config(tmp_path, env={**LWS_WORKER, "LWS_WORKER_INDEX": "0"}).leader is None  # the leader itself
+    assert drain_config(tmp_path).leader is None
+
+
+def test_the_flag_beats_the_environment_and_none_turns_following_off(tmp_path):
+    c = drain_config(tmp_path, "--follow-leader", "http://10.1.2.3:9000", "--leader-token-file", "/t", env=LWS_WORKER)
+    assert c.leader.target.url == "http://10.1.2.3:9000/v1/work" and c.leader.token_file == "/t"
+    assert drain_config(tmp_path, "--follow-leader", "none", env=LWS_WORKER).leader is None
+
+
+def test_an_unusable_leader_address_is_a_warning_not_a_failed_hook(tmp_path):
+    c = drain_config(tmp_path, env={**LWS_WORKER, "LWS_LEADER_ADDRESS": "bad address"})
+    assert c.leader is None and c.warnings[0].startswith("not following the leader: LWS_LEADER_ADDRESS")

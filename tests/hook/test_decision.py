@@ -1,18 +1,34 @@
 """The drain rules with an injected clock: when to read, when to stop, and why."""
 
-from hook.decision import DrainOutcome, DrainPlan, DrainState, Finish, ReadAt, after_read, next_step
+import pytest
+
+from hook.decision import (
+    DrainOutcome,
+    DrainPlan,
+    DrainState,
+    ExitReserve,
+    Finish,
+    ReadAt,
+    after_read,
+    exit_reserve_for,
+    next_step,
+    reserve_after_read,
+)
+from hook.gauges import Role
 from hook.outcome import Read, ReadOutcome
 
 T0 = 1000.0
 
 
-def plan(grace_s=30.0, route_wait_s=5.0, exit_reserve_s=5.0, interval_s=1.0, read_timeout_s=2.0):
-    return DrainPlan.build(started_at=T0, grace_s=grace_s, route_wait_s=route_wait_s, exit_reserve_s=exit_reserve_s,
-                           interval_s=interval_s, read_timeout_s=read_timeout_s)
+def plan(grace_s=30.0, route_wait_s=5.0, exit_reserve_s=5.0, interval_s=1.0, read_timeout_s=2.0,
+         busy_interval_s=1.0):
+    return DrainPlan.build(started_at=T0, grace_s=grace_s, route_wait_s=route_wait_s,
+                           exit_reserve=ExitReserve(exit_reserve_s, "test"), interval_s=interval_s,
+                           busy_interval_s=busy_interval_s, read_timeout_s=read_timeout_s)
 
 
-def read(outcome, at, in_flight=None, detail="d"):
-    return Read(outcome, started_at=at, duration_s=0.01, detail=detail, in_flight=in_flight)
+def read(outcome, at, in_flight=None, detail="d", role=None):
+    return Read(outcome, started_at=at, duration_s=0.01, detail=detail, in_flight=in_flight, role=role)
 
 
 def test_first_read_waits_out_the_route_wait_whatever_happens():
@@ -90,3 +106,63 @@ def test_grace_shorter_than_route_wait_finishes_without_reading():
     fin = next_step(p, DrainState(), now=T0)
     assert isinstance(fin, Finish) and fin.at == T0 + 3
     assert "before the first read" in fin.reason
+
+
+def test_busy_reads_come_faster_and_the_confirming_read_a_second_after_the_first_idle_one():
+    p = plan(busy_interval_s=0.25)
+    s, _ = after_read(DrainState(), read(ReadOutcome.BUSY, T0 + 5.0, 3))
+    assert next_step(p, s, now=T0 + 5.01).at == T0 + 5.25
+    s, _ = after_read(s, read(ReadOutcome.IDLE, T0 + 5.25, 0))  # the last request just ended
+    assert next_step(p, s, now=T0 + 5.26).at == T0 + 6.25  # not 5.5: the zero must last a second
+    s, fin = after_read(s, read(ReadOutcome.IDLE, T0 + 6.25, 0))
+    assert fin is not None and fin.outcome is DrainOutcome.IDLE
+
+
+def test_an_engine_answering_badly_is_not_hurried():
+    p = plan(busy_interval_s=0.25)
+    for outcome in (ReadOutcome.TIMEOUT, ReadOutcome.INCOMPLETE, ReadOutcome.RESET, ReadOutcome.CONNECT_ERROR):
+        s, _ = after_read(DrainState(), read(outcome, T0 + 5.0))
+        assert next_step(p, s, now=T0 + 5.01).at == T0 + 6.0, outcome
+
+
+def test_a_busy_interval_longer_than_the_interval_is_capped_by_it():
+    assert plan(interval_s=0.2, busy_interval_s=0.25).busy_interval_s == 0.2
+
+
+def test_a_single_zero_between_busy_reads_restarts_the_confirmation():
+    p = plan(busy_interval_s=0.25)
+    s, _ = after_read(DrainState(), read(ReadOutcome.IDLE, T0 + 5.0, 0))
+    s, _ = after_read(s, read(ReadOutcome.BUSY, T0 + 6.0, 1))
+    s, _ = after_read(s, read(ReadOutcome.IDLE, T0 + 6.25, 0))
+    assert s.idle_streak == 1 and s.first_idle_at == T0 + 6.25
+    assert next_step(p, s, now=T0 + 6.3).at == T0 + 7.25
+
+
+@pytest.mark.parametrize("role, seconds", [
+    (None, 5.0), (Role.UNIFIED, 5.0), (Role.PREFILL, 20.0), (Role.DECODE, 20.0),
+])
+def test_exit_reserve_by_role(role, seconds):
+    reserve = exit_reserve_for(role, "its command line")
+    assert reserve.seconds == seconds and not reserve.explicit
+    if seconds == 20.0:
+        assert f"SGLang {role.value} (its command line)" in reserve.reason
+
+
+def test_a_split_role_seen_in_the_metrics_grows_the_reserve_once_unless_it_was_given():
+    p = plan(grace_s=45)
+    assert p.deadline_at == T0 + 40
+    grown = reserve_after_read(p.exit_reserve, read(ReadOutcome.IDLE, T0 + 5, 0, role=Role.DECODE))
+    assert grown is not None and grown.seconds == 20.0 and "from its metrics" in grown.reason
+    p2 = p.with_exit_reserve(grown)
+    assert p2.deadline_at == T0 + 25 and p2.first_read_at == T0 + 5
+    assert reserve_after_read(grown, read(ReadOutcome.IDLE, T0 + 6, 0, role=Role.DECODE)) is None
+    assert reserve_after_read(p.exit_reserve, read(ReadOutcome.IDLE, T0 + 5, 0, role=Role.UNIFIED)) is None
+    given = ExitReserve(5.0, "--exit-reserve", explicit=True)
+    assert reserve_after_read(given, read(ReadOutcome.IDLE, T0 + 5, 0, role=Role.PREFILL)) is None
+
+
+def test_a_split_role_at_the_default_grace_returns_by_g_minus_20():
+    p = plan(grace_s=30, exit_reserve_s=20)
+    assert p.deadline_at == T0 + 10 and p.first_read_at == T0 + 5
+    short = plan(grace_s=15, exit_reserve_s=20)
+    assert short.deadline_at == T0 and isinstance(next_step(short, DrainState(), now=T0), Finish)

@@ -37,20 +37,25 @@ class ScriptedEngine:
         self.script = list(script)
         self.calls: list[tuple[float, float]] = []  # (started at, timeout given)
 
-    def __call__(self, target, hint, *, timeout_s, max_body_bytes):
+    def __call__(self, timeout_s):
         self.calls.append((self.clock.t, timeout_s))
         outcome, in_flight = self.script.pop(0) if len(self.script) > 1 else self.script[0]
         started = self.clock.t
         self.clock.t += READ_TAKES_S
         return Read(outcome, started, READ_TAKES_S, detail=f"{outcome.value} {in_flight}", in_flight=in_flight,
-                    kind=EngineKind.VLLM, role=Role.UNIFIED)
+                    kind=self.kind, role=self.role)
+
+    role = Role.UNIFIED
+    kind = EngineKind.VLLM
 
 
-def config(grace_s=30.0, warnings=()):
-    read = ReadConfig(target=Target("http", 8000, "/metrics"), hint=EngineHint(kind=EngineKind.VLLM, source="flag"),
+def config(grace_s=30.0, warnings=(), busy_interval_s=1.0, exit_reserve_s=None, hint=None):
+    read = ReadConfig(target=Target("http", 8000, "/metrics"),
+                      hint=hint or EngineHint(kind=EngineKind.VLLM, source="flag"),
                       read_timeout_s=2.0, max_body_bytes=1 << 20, warnings=tuple(warnings))
-    return DrainConfig(read=read, grace_s=grace_s, route_wait_s=5.0, exit_reserve_s=5.0, interval_s=1.0,
-                       log_mirror=None)
+    return DrainConfig(read=read, leader=None, grace_s=grace_s, route_wait_s=5.0, exit_reserve_s=exit_reserve_s,
+                       interval_s=1.0,
+                       busy_interval_s=busy_interval_s, log_mirror=None)
 
 
 @pytest.fixture
@@ -75,10 +80,11 @@ def logged():
     os.close(w)
 
 
-def drain(script, logged, **kwargs):
+def drain(script, logged, role=Role.UNIFIED, **kwargs):
     log, events = logged
     clock = FakeClock(T0)
     engine = ScriptedEngine(clock, script)
+    engine.role = role
     result = run_drain(config(**kwargs), T0, log, read=engine, clock=clock)
     return result, engine, events()
 
@@ -144,3 +150,38 @@ def test_config_warnings_and_an_unadmitted_grace_are_logged_as_warnings(logged):
 def test_an_admitted_grace_gives_no_warning(logged):
     _, _, events = drain([IDLE], logged, grace_s=3600.0)
     assert not [e for e in events if e["event"] == "config_warning"]
+
+
+def test_busy_reads_at_the_busy_interval_find_the_end_of_work_sooner(logged):
+    script = [BUSY3] * 8 + [IDLE, IDLE]
+    result, engine, _ = drain(script, logged, busy_interval_s=0.25)
+    starts = [round(at - T0, 2) for at, _ in engine.calls]
+    assert starts == [5.0, 5.25, 5.5, 5.75, 6.0, 6.25, 6.5, 6.75, 7.0, 8.0]
+    assert result.outcome is DrainOutcome.IDLE
+    assert result.elapsed_s == pytest.approx(8.0 + READ_TAKES_S)  # 1 s after the first zero, not 2
+
+
+def test_a_split_role_known_at_start_returns_by_g_minus_20(logged):
+    hint = EngineHint(kind=EngineKind.SGLANG, role=Role.DECODE, source="cmdline")
+    result, _, events = drain([BUSY3], logged, role=Role.DECODE, grace_s=30.0, hint=hint)
+    assert result.outcome is DrainOutcome.DEADLINE and result.elapsed_s == pytest.approx(10.0)
+    started = events[0]
+    assert started["exit_reserve_s"] == 20.0 and started["deadline_s"] == 10.0
+    assert "SGLang decode (its command line) needs up to ~20 s" in started["exit_reserve_reason"]
+
+
+def test_a_split_role_seen_only_in_the_metrics_moves_the_deadline(logged):
+    hint = EngineHint(kind=EngineKind.SGLANG, source="flag")  # role unknown until the first read
+    result, _, events = drain([BUSY3], logged, role=Role.PREFILL, grace_s=45.0, hint=hint)
+    assert events[0]["exit_reserve_s"] == 5.0 and events[0]["deadline_s"] == 40.0
+    changed = next(e for e in events if e["event"] == "exit_reserve_changed")
+    assert changed["exit_reserve_s"] == 20.0 and changed["deadline_s"] == 25.0
+    assert result.outcome is DrainOutcome.DEADLINE and result.elapsed_s == pytest.approx(25.0)
+
+
+def test_an_explicit_exit_reserve_is_kept_whatever_the_role(logged):
+    hint = EngineHint(kind=EngineKind.SGLANG, role=Role.DECODE, source="cmdline")
+    result, _, events = drain([BUSY3], logged, role=Role.DECODE, grace_s=30.0, hint=hint, exit_reserve_s=5.0)
+    assert events[0]["exit_reserve_reason"] == "--exit-reserve"
+    assert result.elapsed_s == pytest.approx(25.0)
+    assert not [e for e in events if e["event"] == "exit_reserve_changed"]

@@ -59,3 +59,24 @@ def test_flags_win_over_cmdline():
     proc = EngineHint(kind=EngineKind.SGLANG, role=Role.UNIFIED, port=31000, source="cmdline")
     merged = flag.merged(proc)
     assert (merged.kind, merged.role, merged.port, merged.source) == (EngineKind.SGLANG, Role.PREFILL, 31000, "flag")
+
+
+@pytest.mark.parametrize("argv, marks", [
+    (["python3", "-m", "sglang.launch_server", "--disaggregation-mode", "prefill"], ("--disaggregation-mode=prefill",)),
+    (["sglang", "serve", "--disaggregation-mode=decode"], ("--disaggregation-mode=decode",)),
+    (["sglang", "serve", "--disaggregation-mode", "null"], ()),
+    (["vllm", "serve", "m", "--data-parallel-external-lb"], ("--data-parallel-external-lb",)),
+    (["vllm", "serve", "m", "-dph", "--data-parallel-size", "8"], ("-dph",)),
+    (["vllm", "serve", "m", "--no-data-parallel-hybrid-lb"], ()),
+    (["vllm", "serve", "m", "--kv-transfer-config", '{"kv_connector":"X","kv_role":"kv_consumer"}'],
+     ("--kv-transfer-config kv_role=kv_consumer",)),
+    (["vllm", "serve", "m", '--kv-transfer-config={"kv_role":"kv_producer"}'],
+     ("--kv-transfer-config kv_role=kv_producer",)),
+    (["vllm", "serve", "m", "--kv-transfer-config.kv_role", "kv_producer"],
+     ("--kv-transfer-config kv_role=kv_producer",)),
+    (["vllm", "serve", "m", "--kv-transfer-config", '{"kv_role":"kv_both"}'], ()),
+    (["vllm", "serve", "m", "--kv-transfer-config", "not json"], ()),
+    (["vllm", "serve", "m", "--data-parallel-size", "2"], ()),
+])
+def test_a_prefill_or_decode_server_is_recognized_by_its_own_command(argv, marks):
+    assert hint_from_argv(argv).disaggregation == marks

@@ -1,14 +1,23 @@
-"""Parsing real scrapes: the gauge sets, summing series, detection, and what counts as bad."""
+"""Parsing real scrapes: the gauge sets, summing series, detection, what counts as bad, the bounds."""
+
+import time
 
 import pytest
 
-from hook.exposition import ExpositionError, measure, parse
-from hook.gauges import (
-    ALL_WORK_METRIC_NAMES,
-    EngineKind,
-    Role,
-    gauge_set,
-)
+from hook import exposition
+from hook.exposition import CANDIDATE_SUBSTRINGS, READ_NAMES, ExpositionError, ParseTimeout, measure, parse_whole
+from hook.gauges import EngineKind, Role, gauge_set
+
+OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"
+
+
+def parse(body: bytes, content_type: str = ""):
+    """The fast path, with all the time in the world."""
+    return exposition.parse(body, content_type, deadline_at=time.monotonic() + 60)
+
+
+def whole(body: bytes, content_type: str = ""):
+    return parse_whole(body, content_type, deadline_at=time.monotonic() + 60)
 
 
 def load(fixtures_dir, name):
@@ -36,7 +45,10 @@ def test_sglang_fixtures_roles_from_engine_type(fixtures_dir):
     assert unified.process_start_time is None  # multiprocess mode
     assert measure(unified, gauge_set(EngineKind.SGLANG)).in_flight == 28
     m = measure(prefill, gauge_set(EngineKind.SGLANG, Role.PREFILL))
-    assert m.in_flight == 0 and not m.missing and len(m.gauges) == 4
+    assert m.in_flight == 0 and not m.missing
+    # The prefill set, and the decode queues the server exports too (at zero): every queue counts.
+    assert {g.name for g in gauge_set(EngineKind.SGLANG, Role.PREFILL).gauges} < set(m.gauges)
+    assert "sglang:num_decode_transfer_queue_reqs" in m.gauges
 
 
 def test_decode_that_served_nothing_is_an_incomplete_envelope(fixtures_dir):
@@ -84,8 +96,9 @@ vllm:num_requests_running{engine="0"} 1.0
 vllm:num_requests_waiting{engine="0"} 2.0
 # EOF
 """
-    e = parse(body, "application/openmetrics-text; version=1.0.0; charset=utf-8")
+    e = parse(body, OPENMETRICS)
     assert measure(e, gauge_set(EngineKind.VLLM)).in_flight == 3
+    assert measure(whole(body, OPENMETRICS), gauge_set(EngineKind.VLLM)).in_flight == 3
 
 
 @pytest.mark.parametrize("body", [
@@ -98,11 +111,13 @@ def test_unparseable_wanted_lines_raise(body):
         parse(body)
 
 
-def test_only_wanted_families_are_parsed():
-    # A malformed line of a family we never read does not make the read unparseable.
+def test_a_broken_line_elsewhere_leaves_the_fast_path_busy_reads_but_fails_the_whole_body():
+    # A malformed line of a family never read: the fast path reads the work lines (busy is busy),
+    # but the whole body does not parse, so it cannot be confirmed idle.
     body = b"vllm:some_histogram_bucket{le=oops} 1\nvllm:num_requests_running 0\nvllm:num_requests_waiting 0\n"
-    m = measure(parse(body), gauge_set(EngineKind.VLLM))
-    assert m.in_flight == 0
+    assert measure(parse(body), gauge_set(EngineKind.VLLM)).in_flight == 0
+    with pytest.raises(ExpositionError, match="cannot parse exposition"):
+        whole(body)
 
 
 def test_a_label_value_naming_a_gauge_is_not_that_gauge():
@@ -136,7 +151,7 @@ vllm_num_requests_running{engine="0",model_name="tiny"} 2.0
 vllm_num_requests_waiting{engine="0",model_name="tiny"} 1.0
 # EOF
 """
-    e = parse(body, "application/openmetrics-text; version=1.0.0; charset=utf-8")
+    e = parse(body, OPENMETRICS)
     assert e.kind is EngineKind.VLLM
     assert measure(e, gauge_set(EngineKind.VLLM)).in_flight == 3
 
@@ -146,3 +161,91 @@ def test_restart_counters_are_read_for_incarnation_evidence(fixtures_dir):
     sglang = parse(load(fixtures_dir, "sglang-0.5.23-cpu-metrics-idle.txt"))
     assert set(vllm.restart_counters) == {"vllm:request_success_total"}
     assert sglang.restart_counters == {"sglang:num_requests_total": 1.0}
+
+
+
+# --- the lines the old pre-filter dropped, which prometheus-client reads as the gauges ---
+
+IDLE_HEAD = b"vllm:num_requests_running 0\nvllm:num_requests_waiting 0\n"
+
+
+@pytest.mark.parametrize("line", [
+    b"  vllm:num_requests_running 3\n",  # indented
+    b"\tvllm:num_requests_running 3\n",
+    b"vllm:num_requests_running 3\r\n",
+    b'{__name__="vllm:num_requests_running"} 3\n',  # the name as a label
+    b'{"vllm:num_requests_running", engine="1"} 3\n',  # a quoted name
+    b'{engine="1", "vllm:num_requests_running"} 3\n',
+])
+def test_every_form_of_a_work_sample_the_parser_reads_is_read(line):
+    for read in (parse, whole):
+        m = measure(read(IDLE_HEAD + line), gauge_set(EngineKind.VLLM))
+        assert m.in_flight == 3, (read.__name__, line)
+
+
+def test_a_value_too_large_for_a_float_is_invalid_not_a_crash():
+    body = b"vllm:num_requests_running 1" + b"0" * 400 + b"\nvllm:num_requests_waiting 0\n"
+    assert measure(parse(body), gauge_set(EngineKind.VLLM)).invalid == ("vllm:num_requests_running",)
+
+
+@pytest.mark.parametrize("body", [
+    b"vllm:num_requests_running 0 1" + b"0" * 400 + b"\nvllm:num_requests_waiting 0\n",  # a timestamp that overflows
+    b"x 1 1\nx 2 1e0\nvllm:num_requests_running 0\n# EOF\n",  # AttributeError inside the OpenMetrics parser
+])
+def test_whatever_the_parser_raises_is_an_exposition_error(body):
+    with pytest.raises(ExpositionError):
+        whole(body, OPENMETRICS if body.endswith(b"# EOF\n") else "")
+
+
+def test_a_series_given_twice_is_not_read_with_certainty_in_openmetrics():
+    # OpenMetrics keeps the first of two samples of one series, the text grammar both.
+    body = b"vllm:num_requests_running 0\nvllm:num_requests_running 4\nvllm:num_requests_waiting 0\n# EOF\n"
+    with pytest.raises(ExpositionError, match="grammars read its work lines differently"):
+        parse(body, OPENMETRICS)
+    assert measure(parse(body[:-6]), gauge_set(EngineKind.VLLM)).in_flight == 4  # text sums both
+
+
+def test_a_counter_type_renames_the_samples_the_way_the_full_parse_does():
+    # After "# TYPE W counter" the text parser names W's samples W_total: not the gauge, in both reads.
+    body = b"# TYPE vllm:num_requests_running counter\nvllm:num_requests_running 5\nvllm:num_requests_waiting 0\n"
+    for read in (parse, whole):
+        assert measure(read(body), gauge_set(EngineKind.VLLM)).missing == ("vllm:num_requests_running",)
+    # A sample line of another family in between ends the counter family: then it is the gauge again.
+    body = b"# TYPE vllm:num_requests_running counter\nother 1\nvllm:num_requests_running 5\nvllm:num_requests_waiting 0\n"
+    for read in (parse, whole):
+        assert measure(read(body), gauge_set(EngineKind.VLLM)).in_flight == 5
+
+
+def test_an_undetected_sglang_role_still_counts_every_queue_present():
+    body = (b'sglang:num_running_reqs 0\nsglang:num_queue_reqs 0\n'
+            b'sglang:num_decode_transfer_queue_reqs 2\n')  # no engine_type label: the role is unknown
+    m = measure(parse(body), gauge_set(EngineKind.SGLANG, Role.UNIFIED))
+    assert not m.missing and m.in_flight == 2 and m.gauges["sglang:num_decode_transfer_queue_reqs"] == 2
+
+
+def test_a_line_over_the_cap_is_refused_and_a_passed_deadline_is_a_timeout():
+    long_line = b'vllm:num_requests_running{a="' + b"x" * 5000 + b'"} 0\n'
+    with pytest.raises(ExpositionError, match="over the 4096 cap"):
+        parse(long_line)
+    with pytest.raises(ParseTimeout):
+        exposition.parse(IDLE_HEAD, "", deadline_at=time.monotonic() - 1)
+
+
+def test_parsing_is_bounded_by_the_time_left_on_adversarial_bodies():
+    # Lines at the cap of the shape prometheus-client parses slowest (quadratic in a line's labels),
+    # 4 MiB of them: unbounded, seconds; here, the time given and a little.
+    line = b'vllm:num_requests_running{' + b",".join(b'l%d="v"' % i for i in range(400))[:4000] + b'} 0\n'
+    body = IDLE_HEAD + line * (4 * 1024 * 1024 // len(line))
+    for read in (exposition.parse, parse_whole):
+        started = time.monotonic()
+        with pytest.raises(ParseTimeout):
+            read(body, "", deadline_at=started + 0.5)
+        assert time.monotonic() - started < 0.75, read.__name__
+
+
+def test_no_work_name_can_join_another_family_by_its_suffix():
+    # The fast path replaces lines between work lines by one sample of a fresh name, which ends any
+    # family as a real line would; that is exact only if no read name is another family's suffix form.
+    for name in READ_NAMES:
+        assert not name.endswith(("_count", "_sum", "_bucket", "_created", "_gcount", "_gsum", "_info")), name
+    assert all(any(sub in name for sub in CANDIDATE_SUBSTRINGS) for name in READ_NAMES)

@@ -1,11 +1,16 @@
 """The reader over real loopback sockets: what came back becomes the right outcome, never an exception."""
 
+import socket
+from dataclasses import replace
+
 import pytest
 
+from hook.config import ReadConfig
 from hook.engine import EngineHint
 from hook.gauges import EngineKind, Role
 from hook.outcome import ReadOutcome
-from hook.reader import read_work
+from hook.reader import EngineReader, read_work
+from hook.target import Target
 
 from .rawserver import canned, hang, http_response
 
@@ -73,3 +78,38 @@ def test_restart_evidence_is_carried(serve):
     body = IDLE + b"process_start_time_seconds 1.7e9\nvllm:request_success_total{r=\"stop\"} 4\n"
     r = read(serve(canned(http_response(body))))
     assert r.process_start_time == 1.7e9 and r.restart_counters == {"vllm:request_success_total": 4.0}
+
+
+def config_for(target, fallback=None):
+    return ReadConfig(target=target, hint=NOHINT, read_timeout_s=1.0, max_body_bytes=1 << 20, fallback=fallback)
+
+
+def refusing_target():
+    probe = socket.create_server(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    return Target("http", port, "/metrics", source="annotation")
+
+
+def test_engine_reader_moves_to_the_engines_own_port_once_the_target_refuses(serve):
+    answering = replace(serve(canned(http_response(BUSY))), source="cmdline")
+    switched = []
+    reader = EngineReader(config_for(refusing_target(), fallback=answering), switched.append)
+    first = reader.read(1.0)
+    assert first.outcome is ReadOutcome.BUSY and reader.target == answering
+    assert len(switched) == 1 and f"own --port {answering.port} answers" in switched[0]
+    assert reader.read(1.0).outcome is ReadOutcome.BUSY and len(switched) == 1
+
+
+def test_engine_reader_without_a_fallback_or_with_a_refusing_one_reports_the_refusal():
+    target = refusing_target()
+    assert EngineReader(config_for(target)).read(1.0).outcome is ReadOutcome.REFUSED
+    reader = EngineReader(config_for(target, fallback=refusing_target()))
+    assert reader.read(1.0).outcome is ReadOutcome.REFUSED and reader.target == target
+
+
+def test_engine_reader_keeps_an_answering_target(serve):
+    target = serve(canned(http_response(IDLE)))
+    fallback = serve(canned(http_response(BUSY)))
+    reader = EngineReader(config_for(target, fallback=fallback))
+    assert reader.read(1.0).outcome is ReadOutcome.IDLE and reader.target == target

@@ -12,9 +12,12 @@ def vllm_engine():
 
 
 @pytest.fixture(scope="module")
-def sidecar(vllm_engine):
-    """A sidecar reading the module's vLLM emulator, with a short read timeout so hangs are quick."""
+def sidecar(vllm_engine, tmp_path_factory):
+    """A sidecar reading the module's vLLM emulator, with a short read timeout so hangs are quick.
+
+    Its /proc is an empty directory: this machine's shows the engines other tests launch."""
     with SidecarProcess("--port", str(vllm_engine.port), "--engine", "vllm", "--read-timeout", "0.5",
-                        "--max-body-bytes", "1048576",
-                        env={"POD_NAME": "replica-0-abc", "LWS_WORKER_INDEX": "0", "LWS_GROUP_SIZE": "2"}) as s:
+                        "--max-body-bytes", "1048576", "--proc-root", str(tmp_path_factory.mktemp("proc")),
+                        env={"POD_NAMESPACE": "team-a", "POD_NAME": "replica-0-abc", "POD_UID": "uid-0",
+                             "MEMBER_CONFIGURATION": "rev-1", "LWS_WORKER_INDEX": "0", "LWS_GROUP_SIZE": "2"}) as s:
         yield s

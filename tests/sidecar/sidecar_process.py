@@ -39,7 +39,8 @@ class SidecarProcess:
         self._ready = self._dir / "ready"
         self._log_path = self._dir / "sidecar.log"
         self._env = dict(os.environ)
-        for key in ("POD_NAME", "LWS_WORKER_INDEX", "LWS_GROUP_SIZE"):
+        for key in ("POD_NAME", "POD_NAMESPACE", "POD_UID", "MEMBER_CONFIGURATION", "LWS_WORKER_INDEX",
+                    "LWS_GROUP_SIZE"):
             self._env.pop(key, None)  # only what a test passes
         self._env.update(env or {})
         self.process: subprocess.Popen | None = None

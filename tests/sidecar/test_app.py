@@ -20,15 +20,19 @@ def test_every_field_of_one_read(sidecar, vllm_engine):
     body = sidecar.work()
     assert body["schema"] == SCHEMA_VERSION
     assert len(body["sidecar"]["instance"]) == 32 and body["sidecar"]["terminating"] is False
-    assert body["pod"] == "replica-0-abc"
-    assert body["member"] == {"worker_index": 0, "group_size": 2, "speaks_for_replica": True}
+    assert body["pod"] == {"namespace": "team-a", "name": "replica-0-abc", "uid": "uid-0"}
+    assert body["member"] == {"worker_index": 0, "group_size": 2, "configuration": "rev-1",
+                              "speaks_for_replica": True}
+    # --engine vllm stated, no split-role flag: the command is known and not disaggregated.
+    assert body["engine"]["command"] == {"source": "flag", "disaggregated": False, "evidence": []}
     engine = body["engine"]
     assert body["read"]["engine"] == "vllm" and body["read"]["role"] == "unified"
     assert engine["target"] == f"http://127.0.0.1:{vllm_engine.port}/metrics"
     assert engine["process_start_time"] == vllm_engine.stats()["start_time"]
     assert engine["incarnation"] >= 0
     read = body["read"]
-    assert read["seq"] >= 1
+    assert read["seq"] >= 1 and read["idle_run_since_seq"] <= read["seq"]
+    assert read["started_monotonic_s"] > 0
     assert parse_time(read["started_at"]) >= before - 0.002  # ms resolution
     assert 0 < read["duration_ms"] < 500
     assert read["outcome"] == "idle" and read["verdict"] == "idle" and read["http_status"] == 200
@@ -44,6 +48,8 @@ def test_two_reads_are_two_seq_each_fresh(sidecar, vllm_engine):
     asked_at = time.time()
     second = sidecar.work()
     assert second["read"]["seq"] == first["read"]["seq"] + 1
+    gap_s = second["read"]["started_monotonic_s"] - first["read"]["started_monotonic_s"]
+    assert abs(gap_s - (parse_time(second["read"]["started_at"]) - parse_time(first["read"]["started_at"]))) < 0.01
     assert parse_time(second["read"]["started_at"]) >= asked_at - 0.002
     assert vllm_engine.stats()["metrics_reads"] - reads_before == 2
 
@@ -112,6 +118,7 @@ def test_readyz_healthz_and_own_metrics(sidecar):
 
 def test_errors_are_json_with_stable_codes(sidecar):
     for method, path, status, code in (("GET", "/nope", 404, "not_found"),
+                                       ("GET", "/%3Cscript%3Ealert(1)%3C/script%3E", 404, "not_found"),
                                        ("GET", "/v1/work/../x", 404, "not_found"),
                                        ("POST", "/v1/work", 405, "method_not_allowed"),
                                        ("DELETE", "/healthz", 405, "method_not_allowed"),
@@ -119,8 +126,10 @@ def test_errors_are_json_with_stable_codes(sidecar):
         got, body, headers = sidecar.request(method, path)
         assert got == status, (method, path)
         if method != "HEAD":
-            assert json.loads(body)["error"] == code
+            answer = json.loads(body)
+            assert answer["error"] == code
             assert headers["content-type"].startswith("application/json")
+            assert path.strip("/").split("/")[-1] not in answer["message"]  # never echoed back
         if status == 405:
             assert headers["allow"] == "GET"
     _, body, _ = sidecar.request("GET", "/metrics")

@@ -1,8 +1,11 @@
 """The token file and the bearer check: constant-time, re-read on rotation, closed when broken; then
 on a real server, on, off, and rotated the way kubelet rotates a Secret."""
 
+import asyncio
 import json
 import os
+import threading
+import time
 
 import pytest
 
@@ -33,6 +36,8 @@ def test_rotation_through_the_data_symlink_swap(tmp_path):
     tokens = TokenFile(str(path), changes.append)
     assert tokens.check("Bearer first").ok
     k8s_secret(tmp_path, "second", 2)
+    assert tokens.check("Bearer first").ok  # no I/O in a check: the token of the last refresh
+    tokens.refresh()
     assert not tokens.check("Bearer first").ok
     assert tokens.check("Bearer second").ok
     assert len(changes) == 1
@@ -44,6 +49,7 @@ def test_same_size_rewrite_in_place_is_seen(tmp_path):
     tokens = TokenFile(str(path))
     os.utime(path, ns=(1, 1))
     path.write_text("bbbb")
+    tokens.refresh()
     assert tokens.check("Bearer bbbb").ok
 
 
@@ -53,18 +59,21 @@ def test_a_file_that_goes_bad_fails_closed_and_recovers(tmp_path):
     changes = []
     tokens = TokenFile(str(path), changes.append)
     path.write_text("   \n")
+    tokens.refresh()
     verdict = tokens.check("Bearer good")
     assert not verdict.ok and "no valid token" in verdict.reason and str(tmp_path) not in verdict.reason
     assert "empty" in changes[-1]  # the detail goes to the log
     path.unlink()
+    tokens.refresh()
     assert not tokens.check("Bearer good").ok
     path.write_text("good-again")
+    tokens.refresh()
     assert tokens.check("Bearer good-again").ok
     assert len(changes) == 3
 
 
 @pytest.mark.parametrize("content, problem", [
-    (b"", "empty"), (b"two words", "spaces"), (b"x" * 5000, "over"), (b"caf\xc3\xa9", "non-ASCII"),
+    (b"", "empty"), (b"two words", "spaces"), (b"x" * 5000, "larger than 4096 bytes"), (b"caf\xc3\xa9", "non-ASCII"),
 ])
 def test_unusable_token_files_are_refused_at_start(tmp_path, content, problem):
     path = tmp_path / "token"
@@ -73,6 +82,44 @@ def test_unusable_token_files_are_refused_at_start(tmp_path, content, problem):
         read_token(str(path))
     with pytest.raises(TokenFileError):
         TokenFile(str(path))
+
+
+def test_a_fifo_token_file_is_refused_at_start_without_blocking(tmp_path):
+    fifo = tmp_path / "token"
+    os.mkfifo(fifo)
+    with pytest.raises(TokenFileError, match="not a regular file"):
+        read_token(str(fifo))
+
+
+def test_refresh_runs_off_the_loop_and_is_bounded(tmp_path):
+    path = tmp_path / "token"
+    path.write_text("first")
+    tokens = TokenFile(str(path))
+    stuck = threading.Event()
+
+    def hung_refresh():
+        stuck.wait(10)  # a volume that does not answer
+
+    async def scenario():
+        path.write_text("second")
+        await tokens.refreshed(1.0)  # the real refresh, on its thread
+        assert tokens.check("Bearer second").ok
+        tokens.refresh = hung_refresh
+        loop_ran = []
+        started = time.monotonic()
+        ticker = asyncio.get_running_loop().call_later(0.05, loop_ran.append, True)
+        with pytest.raises(TimeoutError):
+            await tokens.refreshed(0.3)
+        assert loop_ran and time.monotonic() - started < 2  # the loop kept running meanwhile
+        ticker.cancel()
+        with pytest.raises(TimeoutError):  # a second request shares the stuck refresh, not a new thread
+            await tokens.refreshed(0.1)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        stuck.set()
+        tokens.close()
 
 
 def test_missing_token_file_is_refused_at_start(tmp_path):

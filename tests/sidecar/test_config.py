@@ -8,7 +8,7 @@ import pytest
 from hook.exitcodes import ExitCode
 from sidecar.config import build_parser, resolve_config
 from sidecar.constants import DEFAULT_LISTEN_PORT
-from sidecar.member import Member
+from sidecar.member import Member, PodIdentity
 
 
 def config(argv, env=None):
@@ -21,7 +21,24 @@ def test_defaults_listen_everywhere_on_the_documented_port():
     assert (c.listen_host, c.listen_port) == ("", DEFAULT_LISTEN_PORT)
     assert c.read.target.url == "http://127.0.0.1:8000/metrics"
     assert c.member == Member(0, 1, "default") and c.member.speaks_for_replica
-    assert c.token_file is None and c.pod is None
+    assert c.token_file is None and c.pod == PodIdentity(None, None, None)
+
+
+def test_the_pod_and_its_configuration_come_from_the_downward_api_or_flags():
+    env = {"POD_NAMESPACE": "team-a", "POD_NAME": "llm-0", "POD_UID": "u-1", "MEMBER_CONFIGURATION": "rev-7"}
+    c = config(["--engine", "vllm"], env)
+    assert c.pod == PodIdentity("team-a", "llm-0", "u-1") and c.member.configuration == "rev-7"
+    c = config(["--engine", "vllm", "--pod-namespace", "b", "--pod-name", "n", "--pod-uid", "u-2",
+                "--configuration", "rev-8"], env)
+    assert c.pod == PodIdentity("b", "n", "u-2") and c.member.configuration == "rev-8"
+
+
+def test_what_the_flags_state_about_the_engine_is_kept_apart_from_the_argv_found():
+    from hook.gauges import EngineKind, Role
+
+    c = config(["--engine", "sglang", "--disaggregation-mode", "decode", "--proc-root", "/nonexistent"])
+    assert (c.stated.kind, c.stated.role, c.proc_root) == (EngineKind.SGLANG, Role.DECODE, "/nonexistent")
+    assert config(["--proc-root", "/nonexistent"]).stated.kind is None
 
 
 def test_target_comes_from_the_scrape_annotations_like_prestop(tmp_path):

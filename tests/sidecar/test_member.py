@@ -27,3 +27,15 @@ def test_member_from_flags_or_lws(index, size, env, expected):
 def test_bad_member_identity(index, size, env, problem):
     with pytest.raises(ValueError, match=problem):
         resolve_member(index, size, env)
+
+
+@pytest.mark.parametrize("flag, env, expected", [
+    (None, {"MEMBER_CONFIGURATION": "rev-1"}, "rev-1"),
+    ("rev-2", {"MEMBER_CONFIGURATION": "rev-1"}, "rev-2"),
+    (None, {"MEMBER_CONFIGURATION": ""}, None),  # an empty label is no configuration
+    (None, {}, None),
+])
+def test_configuration_from_flag_or_environment(flag, env, expected):
+    assert resolve_member(None, None, env, flag).configuration == expected
+    lws = {"LWS_WORKER_INDEX": "1", "LWS_GROUP_SIZE": "2", **env}
+    assert resolve_member(None, None, lws, flag) == Member(1, 2, "env", expected)

@@ -42,8 +42,13 @@ def test_handle_error_signature_and_what_it_reads():
     assert hasattr(aiohttp.http_writer.StreamWriter, "output_size")
 
 
-def test_server_counts_its_connections():
+def test_server_counts_its_connections_in_arrival_order_and_handlers_flag_their_requests():
     assert isinstance(inspect.getattr_static(web_server.Server, "connections"), property)
+    assert "list(self._connections.keys())" in inspect.getsource(web_server.Server)  # a dict: arrival order
+    handle = inspect.getsource(web.RequestHandler._handle_request)
+    assert "self._request_in_progress = True" in handle and "self._request_in_progress = False" in handle
+    assert "_request_in_progress" in web.RequestHandler.__slots__
+    assert "self.transport.close()" in inspect.getsource(web.RequestHandler.force_close)
 
 
 def test_base_site_keeps_its_listener_in_server_and_closes_it_on_stop():
@@ -78,20 +83,78 @@ def raw_exchange(port, data: bytes, timeout_s=5.0) -> bytes:
         return b"".join(chunks)
 
 
-def test_connections_past_the_cap_get_a_json_503(small):
-    held = [socket.create_connection(("127.0.0.1", small.port)) for _ in range(2)]
+def keep_alive(port: int, path: str = "/healthz") -> socket.socket:
+    """A client that sent one request, read its answer, and keeps the connection open."""
+    conn = socket.create_connection(("127.0.0.1", port), timeout=5)
+    conn.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    reply = b""
+    while b"\r\n\r\n" not in reply or not reply.rstrip().endswith(b"}"):
+        reply += conn.recv(4096)
+    assert reply.startswith(b"HTTP/1.1 200")
+    return conn
+
+
+def closed_by_server(conn: socket.socket, timeout_s: float = 2.0) -> bool:
+    conn.settimeout(timeout_s)
     try:
-        time.sleep(0.2)  # let the server register both
-        reply = raw_exchange(small.port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        return conn.recv(1) == b""
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+
+
+def test_at_the_cap_the_oldest_idle_connection_gives_way(small):
+    oldest, newer = keep_alive(small.port), keep_alive(small.port)
+    slow = None
+    try:
+        # A third client (the controller, a probe) is served: the oldest idle connection gives way.
+        assert small.request("GET", "/healthz")[0] == 200
+        assert closed_by_server(oldest) and not closed_by_server(newer, 0.3)
+        # A client trickling its request line holds nothing either.
+        slow = socket.create_connection(("127.0.0.1", small.port))
+        slow.sendall(b"GET /hea")
+        time.sleep(0.2)
+        assert small.request("GET", "/readyz")[0] == 200
+        _, body, _ = small.request("GET", "/metrics")
+        assert "modeldrain_sidecar_connections_evicted_total " in body.decode()
+    finally:
+        for conn in (oldest, newer, slow):
+            if conn is not None:
+                conn.close()
+
+
+@pytest.fixture(scope="module")
+def stalled():
+    """A sidecar of two connections whose engine accepts and never answers: /v1/work stays in progress."""
+    engine = socket.create_server(("127.0.0.1", 0))  # listens, never accepts: reads time out
+    with SidecarProcess("--port", str(engine.getsockname()[1]), "--engine", "vllm", "--read-timeout", "3",
+                        "--max-connections", "2") as s:
+        yield s
+    engine.close()
+
+
+def test_only_when_every_connection_runs_a_request_does_a_new_one_get_a_json_503(stalled):
+    busy = []
+    for _ in range(2):
+        conn = socket.create_connection(("127.0.0.1", stalled.port), timeout=10)
+        conn.sendall(b"GET /v1/work HTTP/1.1\r\nHost: x\r\n\r\n")
+        busy.append(conn)
+    try:
+        time.sleep(0.3)  # both requests are in their handlers, waiting on the engine
+        reply = raw_exchange(stalled.port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
         assert reply.startswith(b"HTTP/1.1 503")
         assert json.loads(reply.split(b"\r\n\r\n", 1)[1])["error"] == "too_many_connections"
     finally:
-        for conn in held:
+        for conn in busy:
             conn.close()
-    time.sleep(0.2)
-    assert small.request("GET", "/healthz")[0] == 200  # freed slots serve again
-    _, body, _ = small.request("GET", "/metrics")
-    assert 'modeldrain_sidecar_requests_total{code="503",route="rejected"} 1.0' in body.decode()
+    # The two handlers still wait for their read (bounded by --read-timeout), then the slots free up.
+    deadline_at = time.monotonic() + 10
+    while stalled.request("GET", "/healthz")[0] != 200:
+        assert time.monotonic() < deadline_at, "slots never freed"
+        time.sleep(0.2)
+    _, body, _ = stalled.request("GET", "/metrics")
+    assert 'modeldrain_sidecar_requests_total{code="503",route="rejected"}' in body.decode()
 
 
 def status_and_error(reply: bytes) -> tuple[int, str]:

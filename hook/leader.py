@@ -1,0 +1,177 @@
+"""Following the leader: a worker Pod of a multi-Pod replica waits on its leader's drain-sidecar.
+
+In a leader-served replica only the leader serves metrics (a vLLM --headless worker starts no
+API server; an SGLang node of rank 1 or more serves a health stub), yet every worker holds
+shards the leader's running requests need. So a worker's hook reads the leader's
+`GET /v1/work` instead of its own engine, and returns when the leader reads idle twice (fresh
+reads, complete envelopes, the same sidecar and engine process), when the leader is gone (its
+sidecar refuses, its name no longer resolves, or its own engine is gone), or at the worker's
+deadline. Every answer becomes a `Read`, so the drain's rules are the same ones.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from hook.constants import SIDECAR_PORT
+from hook.fetch import FetchError, fetch
+from hook.files import SmallFileError, read_small_file
+from hook.outcome import Read, ReadOutcome
+from hook.target import Target
+
+# LeaderWorkerSet gives every member these (the leader's index is "0").
+LWS_WORKER_INDEX_ENV = "LWS_WORKER_INDEX"
+LWS_LEADER_ADDRESS_ENV = "LWS_LEADER_ADDRESS"
+
+WORK_PATH = "/v1/work"
+# One /v1/work answer is ~1 KB; a leader that sends megabytes is not a drain-sidecar.
+MAX_ANSWER_BYTES = 256 * 1024
+MAX_TOKEN_BYTES = 4096
+
+_URL = re.compile(r"^http://(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(?::(?P<port>[0-9]{1,5}))?(?P<path>/[!-~]*)?$")
+
+
+@dataclass(frozen=True)
+class LeaderConfig:
+    target: Target
+    token_file: str | None
+    source: str  # "--follow-leader" or "LeaderWorkerSet"
+
+
+def parse_leader_url(text: str) -> Target:
+    """http://HOST[:PORT][/PATH]: the leader's drain-sidecar (port 8490, path /v1/work by default)."""
+    match = _URL.match(text.strip())
+    if not match:
+        raise ValueError(f"--follow-leader must be http://HOST[:PORT][/PATH], got {text!r}")
+    port = int(match["port"]) if match["port"] else SIDECAR_PORT
+    if not 1 <= port <= 65535:
+        raise ValueError(f"--follow-leader port must be from 1 to 65535, got {text!r}")
+    path = match["path"] if match["path"] and match["path"] != "/" else WORK_PATH
+    return Target("http", port, path, host=match["host"].strip("[]"), source="leader")
+
+
+def leader_from_env(env: Mapping[str, str]) -> Target | None:
+    """The leader's sidecar when this Pod is a LeaderWorkerSet worker (index > 0), else None."""
+    index = env.get(LWS_WORKER_INDEX_ENV, "").strip()
+    address = env.get(LWS_LEADER_ADDRESS_ENV, "").strip()
+    if not index or index == "0" or not address:
+        return None
+    return parse_leader_url(f"http://{address}")
+
+
+@dataclass(frozen=True)
+class _Seen:
+    instance: str
+    incarnation: int
+    seq: int
+
+
+class LeaderReader:
+    """Reads the leader's /v1/work; each answer becomes a Read the drain's rules apply to."""
+
+    def __init__(self, config: LeaderConfig):
+        self._config = config
+        self._last: _Seen | None = None
+
+    def read(self, timeout_s: float) -> Read:
+        started_at = time.monotonic()
+        try:
+            read = self._read(timeout_s)
+        except Exception as exc:  # noqa: BLE001 - a leader's answer is input: never a traceback
+            read = Read(ReadOutcome.READER_ERROR, 0.0, 0.0, f"unexpected {type(exc).__name__}: {exc}"[:500])
+        return Read(read.outcome, started_at, time.monotonic() - started_at, read.detail, in_flight=read.in_flight,
+                    http_status=read.http_status, body_bytes=read.body_bytes)
+
+    def _read(self, timeout_s: float) -> Read:
+        headers = {}
+        if self._config.token_file:
+            try:
+                token = read_small_file(self._config.token_file, MAX_TOKEN_BYTES).decode("ascii").strip()
+            except (SmallFileError, UnicodeDecodeError) as exc:
+                return _read(ReadOutcome.UNAVAILABLE, f"cannot read --leader-token-file: {exc}")
+            headers["Authorization"] = f"Bearer {token}"
+        try:
+            response = fetch(self._config.target, timeout_s=timeout_s, max_body_bytes=MAX_ANSWER_BYTES,
+                             accept="application/json", headers=headers)
+        except FetchError as exc:
+            if exc.outcome is ReadOutcome.REFUSED:
+                return _read(ReadOutcome.REFUSED, f"leader gone: {exc.detail}")
+            if exc.outcome in (ReadOutcome.HTTP_ERROR, ReadOutcome.TLS_ERROR):
+                # Its token, its limits, a wrong URL: wait (the worker's deadline bounds it), and say so.
+                return _read(ReadOutcome.UNAVAILABLE, f"the leader's drain-sidecar answered {exc.detail}",
+                             http_status=exc.status)
+            return _read(exc.outcome, f"leader: {exc.detail}", http_status=exc.status)
+        return self._judge(response.body)
+
+    def _judge(self, body: bytes) -> Read:
+        try:
+            answer = _Answer.parse(body)
+        except (ValueError, KeyError, TypeError) as exc:
+            return _read(ReadOutcome.UNPARSEABLE, f"the leader's answer is not a /v1/work answer: {exc}",
+                         body_bytes=len(body))
+        seen = _Seen(answer.instance, answer.incarnation, answer.seq)
+        last, self._last = self._last, seen
+        if answer.verdict == "unmeasurable":
+            return _read(ReadOutcome.REFUSED, f"leader gone: its engine reads {answer.outcome} ({answer.detail})")
+        if last is not None and (last.instance, last.incarnation) != (seen.instance, seen.incarnation):
+            return _read(ReadOutcome.INCOMPLETE, "the leader's sidecar or engine restarted since the last read")
+        if last is not None and seen.seq <= last.seq:
+            return _read(ReadOutcome.INCOMPLETE, f"not a fresh read of the leader (seq {seen.seq} again)")
+        if answer.idle and answer.complete:
+            return _read(ReadOutcome.IDLE, f"leader idle (seq {seen.seq})", in_flight=0.0)
+        if answer.outcome == ReadOutcome.BUSY.value and answer.complete:
+            return _read(ReadOutcome.BUSY, f"leader: {answer.in_flight:g} in flight", in_flight=answer.in_flight)
+        outcome = ReadOutcome(answer.outcome) if answer.outcome in _WAITING_OUTCOMES else ReadOutcome.INCOMPLETE
+        return _read(outcome, f"leader: {answer.outcome} ({answer.detail})")
+
+
+_WAITING_OUTCOMES = {o.value for o in ReadOutcome if not o.ends_drain and o is not ReadOutcome.IDLE}
+
+
+def _read(outcome: ReadOutcome, detail: str, *, in_flight: float | None = None, http_status: int | None = None,
+          body_bytes: int = 0) -> Read:
+    return Read(outcome, 0.0, 0.0, detail[:500], in_flight=in_flight, http_status=http_status, body_bytes=body_bytes)
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """The fields of a /v1/work answer the worker acts on, checked for type."""
+
+    instance: str
+    incarnation: int
+    seq: int
+    outcome: str
+    verdict: str
+    detail: str
+    complete: bool
+    idle: bool
+    in_flight: float
+
+    @classmethod
+    def parse(cls, body: bytes) -> "_Answer":
+        data = json.loads(body)
+        if not isinstance(data, dict) or not str(data.get("schema", "")).startswith("modeldrain.sidecar/"):
+            raise ValueError("no modeldrain.sidecar schema")
+        read: Any = data["read"]
+        in_flight = read.get("in_flight")
+        return cls(
+            instance=_typed(data["sidecar"]["instance"], str),
+            incarnation=_typed(data["engine"]["incarnation"], int),
+            seq=_typed(read["seq"], int),
+            outcome=_typed(read["outcome"], str),
+            verdict=_typed(read["verdict"], str),
+            detail=str(read.get("detail", "")),
+            complete=_typed(read["complete"], bool),
+            idle=_typed(read["idle"], bool),
+            in_flight=float(in_flight) if isinstance(in_flight, (int, float)) else 0.0,
+        )
+
+
+def _typed(value: Any, kind: type) -> Any:
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise TypeError(f"{value!r} is not a {kind.__name__}")
+    return value

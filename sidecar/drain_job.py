@@ -1,0 +1,116 @@
+"""`GET /v1/drain?grace=G`: the hook's drain, run by the sidecar for an engine image left untouched.
+
+An engine image that cannot carry `prestop` can still drain: its preStop is an httpGet on this
+route (as Knative's queue-proxy does). The drain is the hook's own loop (hook.drain.run_drain):
+the same route wait, counted from the request's arrival, the same reads and rules, the same
+deadline G - reserve. It runs on a thread of its own, since it sleeps and reads synchronously.
+
+kubelet's HTTP hook has no client timeout, ignores the status and may call again (its delivery
+is at-least-once), and every container's hook targets the same Pod: so concurrent and repeated
+calls join the one drain, and a call within the grace of a finished drain gets its answer at
+once. A call after that grace is a new deletion (the engine container restarted since), and
+starts a new drain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from dataclasses import dataclass
+from typing import TypedDict
+
+from hook import constants
+from hook.config import DrainConfig, ReadConfig
+from hook.drain import DrainResult, run_drain
+from hook.events import EventLog
+
+
+class DrainAnswer(TypedDict):
+    """What the route answers: the hook's drain_finished fields, and whether this call joined."""
+
+    outcome: str
+    reason: str
+    elapsed_s: float
+    in_flight: float | None
+    reads: int
+    exit_code: int
+    grace_s: float
+    joined: bool
+
+
+@dataclass
+class _Job:
+    started_at: float  # monotonic: the first call's arrival
+    grace_s: float
+    done: asyncio.Future[DrainResult]
+
+
+class DrainJobs:
+    """At most one drain at a time; every caller of a deletion shares it."""
+
+    def __init__(self, read: ReadConfig, log: EventLog):
+        self._read = read
+        self._log = log
+        self._job: _Job | None = None
+        self.waiting = 0  # calls waiting for the drain now
+
+    async def drain(self, grace_s: float) -> DrainAnswer:
+        self.waiting += 1
+        try:
+            return await self._drain(grace_s)
+        finally:
+            self.waiting -= 1
+
+    async def _drain(self, grace_s: float) -> DrainAnswer:
+        now = time.monotonic()
+        job = self._job
+        joined = job is not None and now < job.started_at + job.grace_s
+        if job is None or not joined:
+            job = self._start(now, grace_s)
+        elif grace_s != job.grace_s:
+            self._log.warning("drain_grace_differs", grace_s=grace_s, running_grace_s=job.grace_s,
+                              message="a drain is already running: this call joins it with its grace")
+        result = await asyncio.shield(job.done)
+        return {
+            "outcome": result.outcome.value,
+            "reason": result.reason,
+            "elapsed_s": result.elapsed_s,
+            "in_flight": result.in_flight,
+            "reads": result.reads,
+            "exit_code": int(result.outcome.exit_code),
+            "grace_s": job.grace_s,
+            "joined": joined,
+        }
+
+    def _start(self, started_at: float, grace_s: float) -> _Job:
+        loop = asyncio.get_running_loop()
+        job = _Job(started_at, grace_s, loop.create_future())
+        self._job = job
+        config = DrainConfig(read=self._read, leader=None, grace_s=grace_s, route_wait_s=constants.ROUTE_WAIT_S,
+                             exit_reserve_s=None, interval_s=constants.POLL_INTERVAL_S,
+                             busy_interval_s=constants.BUSY_POLL_INTERVAL_S, log_mirror=None)
+
+        def run() -> None:
+            try:
+                result = run_drain(config, started_at, self._log)
+            except BaseException as exc:  # noqa: BLE001 - handed to every waiting caller as a 500
+                loop.call_soon_threadsafe(_settle_error, job.done, exc)
+            else:
+                self._log.emit("drain_finished", outcome=result.outcome.value, reason=result.reason,
+                               elapsed_s=result.elapsed_s, exit_code=int(result.outcome.exit_code))
+                loop.call_soon_threadsafe(_settle, job.done, result)
+
+        # A daemon thread: the drain ends by its own deadline, and never holds the process's exit.
+        threading.Thread(target=run, name="drain", daemon=True).start()
+        return job
+
+
+def _settle(future: asyncio.Future[DrainResult], result: DrainResult) -> None:
+    if not future.done():
+        future.set_result(result)
+
+
+def _settle_error(future: asyncio.Future[DrainResult], exc: BaseException) -> None:
+    if not future.done():
+        future.set_exception(exc)

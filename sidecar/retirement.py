@@ -1,0 +1,463 @@
+"""May the operator delete this replica now? The retirement protocol's decision, as a reference client.
+
+Standard library only and self-contained (it imports nothing from this project), so a controller
+team can read it in one sitting or vendor it. It implements docs/controller.md, which states the
+operator's spec ("Reading member work", "Drain read refusals", "Limitations") as an algorithm over
+drain-sidecar's GET /v1/work answers (schema modeldrain.sidecar/v2):
+
+    protocol = Retirement([Member("http://10.0.0.7:8490", PodRef("team-a", "llm-0", uid))], budget_s=120)
+    started_at = time.monotonic()
+    while True:
+        answers = {m.url: read_member(m.url, token) for m in protocol.members}
+        decision = protocol.observe(time.monotonic() - started_at, answers)
+        if decision.verdict.final:
+            break  # DELETE: delete every member's Pod; REFUSE or ABORT: keep them, report the reason
+        time.sleep(ROUND_INTERVAL_S)
+
+`Retirement.observe` does no I/O and reads no clock: rounds of answers go in, a decision comes out,
+so conformance/retirement/ replays recorded rounds through it (and through any other
+implementation). `read_member` is the one function that touches the network; `retire` is the loop.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import enum
+import http.client
+import json
+import time
+import urllib.parse
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+SCHEMA = "modeldrain.sidecar/v2"
+WORK_PATH = "/v1/work"
+
+# Spec "Reading member work": two idle reads; ours must start at least 1 s apart, by the reads' own
+# start times (the sidecar's monotonic clock), as the hook's reads do.
+MIN_IDLE_GAP_S = 1.0
+
+# Rounds start this far apart. A little over MIN_IDLE_GAP_S: two reads' own start times differ from
+# the rounds' by the requests' latency jitter, and a gap of 0.99 s would cost a third read.
+ROUND_INTERVAL_S = 1.1
+
+# drain-sidecar answers /v1/work within 2 x its read timeout + 1.1 s (5.1 s at its defaults), or
+# with a 504; a client waits a little longer so the sidecar's own answer arrives first. No retry
+# within a round: a failed request holds the operation, and the next round is the retry.
+REQUEST_TIMEOUT_S = 6.0
+
+# An answer is ~1.5 KB; anything much larger is not one.
+MAX_ANSWER_BYTES = 256 * 1024
+
+_UNMEASURABLE = frozenset({"refused", "http_error", "tls_error"})
+_SPLIT_ROLES = frozenset({"prefill", "decode"})
+
+
+class Verdict(enum.Enum):
+    DELETE = "delete"  # delete every Pod of the replica now
+    HOLD = "hold"  # not yet: read again next round
+    REFUSE = "refuse"  # never through this protocol: keep the replica, report the reason
+    ABORT = "abort"  # held past the caller's budget: keep the replica and its capacity
+
+    @property
+    def final(self) -> bool:
+        return self is not Verdict.HOLD
+
+
+class Reason(enum.Enum):
+    """Stable codes for a status field; the Decision's message says it in the spec's words."""
+
+    IDLE_TWICE = "idle_twice"
+    ONE_IDLE_READ = "one_idle_read"
+    TOO_CLOSE = "too_close"
+    SAME_READ = "same_read"
+    INTERRUPTED = "interrupted"
+    BUSY = "busy"
+    INCOMPLETE = "incomplete"
+    UNMEASURABLE = "unmeasurable"
+    TERMINATING = "terminating"
+    UNREADABLE = "unreadable"
+    WRONG_POD = "wrong_pod"
+    SIDECAR_RESTARTED = "sidecar_restarted"
+    ENGINE_RESTARTED = "engine_restarted"
+    NO_LEADER = "no_leader"
+    SEVERAL_LEADERS = "several_leaders"
+    CONFIGURATION_MISMATCH = "configuration_mismatch"
+    SIZE_MISMATCH = "size_mismatch"
+    COMMAND_UNKNOWN = "command_unknown"
+    PREFILL_DECODE = "prefill_decode"
+
+
+@dataclass(frozen=True)
+class Decision:
+    verdict: Verdict
+    reason: Reason
+    message: str
+    speaker: str | None = None  # the URL of the member that speaks for the replica, once named
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"verdict": self.verdict.value, "reason": self.reason.value, "message": self.message,
+                "speaker": self.speaker}
+
+
+@dataclass(frozen=True)
+class PodRef:
+    namespace: str | None
+    name: str | None
+    uid: str | None
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name} (uid {self.uid})"
+
+
+@dataclass(frozen=True)
+class Member:
+    """One member Pod of the replica: where its sidecar answers, and which Pod the caller means."""
+
+    url: str
+    pod: PodRef | None = None  # None: the first answer's Pod is taken as the one meant
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What one GET /v1/work gave: an HTTP status and its JSON, or why there was none."""
+
+    status: int | None = None
+    body: Any = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class _View:
+    """The fields of one valid v2 answer that the protocol uses."""
+
+    pod: PodRef
+    instance: str
+    terminating: bool
+    worker_index: int
+    group_size: int
+    configuration: str | None
+    disaggregated: bool | None
+    evidence: tuple[str, ...]
+    incarnation: int
+    seq: int
+    started_monotonic_s: float
+    idle_run_since_seq: int | None
+    outcome: str
+    idle: bool
+    in_flight: float | None
+    role: str | None
+    detail: str
+
+
+@dataclass(frozen=True)
+class _IdleRead:
+    url: str
+    instance: str
+    incarnation: int
+    seq: int
+    started_monotonic_s: float
+
+
+@dataclass
+class Retirement:
+    """The protocol for one replica, fed one round of answers at a time, in order."""
+
+    members: Sequence[Member]
+    budget_s: float  # hold no longer than this from the first round (at_s 0), then ABORT
+    _pinned: dict[str, PodRef] = field(default_factory=dict)  # url -> the Pod meant there
+    _last: dict[str, _View] = field(default_factory=dict)  # url -> its previous valid answer
+    _first_idle: _IdleRead | None = None
+    _final: Decision | None = None
+    _last_at_s: float = -float("inf")
+
+    def __post_init__(self) -> None:
+        urls = [m.url for m in self.members]
+        if not urls or len(set(urls)) != len(urls):
+            raise ValueError("a replica has at least one member, each at its own URL")
+
+    def observe(self, at_s: float, answers: Mapping[str, Answer]) -> Decision:
+        """The decision after one round; `at_s`: seconds since the first round, on the caller's clock."""
+        if self._final is not None:
+            return self._final
+        if at_s < self._last_at_s:
+            raise ValueError(f"rounds go forward in time: {at_s} after {self._last_at_s}")
+        self._last_at_s = at_s
+        decision = self._decide(answers)
+        if decision.verdict is Verdict.HOLD and at_s >= self.budget_s:
+            decision = Decision(Verdict.ABORT, decision.reason,
+                                f"held past the budget of {self.budget_s:g} s, so the retirement ends as Aborted "
+                                f"and the replica keeps its capacity: {decision.message}", decision.speaker)
+        if decision.verdict.final:
+            self._final = decision
+        return decision
+
+    # --- one round ------------------------------------------------------------------------------
+
+    def _decide(self, answers: Mapping[str, Answer]) -> Decision:
+        views: dict[str, _View] = {}
+        unreadable: dict[str, str] = {}
+        for member in self.members:
+            answer = answers.get(member.url)
+            parsed = _parse(answer) if answer is not None else "no answer in this round"
+            if isinstance(parsed, str):
+                unreadable[member.url] = parsed
+            else:
+                views[member.url] = parsed
+        # Which Pod answers comes first: at a reused IP, another Pod's answer says nothing of this replica.
+        held = self._identity(views)
+        if held is None:
+            # A refusal is final whatever else the round says (spec "Drain read refusals").
+            for url, view in views.items():
+                if view.disaggregated or view.role in _SPLIT_ROLES:
+                    said = ", ".join(view.evidence) or f"its gauge set is {view.role}"
+                    return Decision(Verdict.REFUSE, Reason.PREFILL_DECODE,
+                                    f"a prefill or decode replica is refused outright: {url} runs one ({said})")
+            held = self._restarts(views)
+            for url, view in views.items():
+                self._last[url] = view
+        if held is not None:
+            return self._hold(*held)
+        if unreadable:
+            url, why = next(iter(unreadable.items()))
+            return self._hold(Reason.UNREADABLE, f"member {url} gave no answer the protocol can read: {why}")
+        named = self._speaker(views)
+        if isinstance(named, tuple):
+            return self._hold(*named)
+        view = views[named]
+        if view.disaggregated is None:
+            return self._hold(Reason.COMMAND_UNKNOWN,
+                              f"{named} cannot say whether its command runs a prefill or decode server "
+                              "(engine.command.source none), so the refusal cannot be ruled out", named)
+        terminating = [url for url, v in views.items() if v.terminating]
+        if terminating:
+            return self._hold(Reason.TERMINATING, f"{terminating[0]} is already terminating: its Pod is being "
+                              "deleted, and the drain window, not this protocol, decides when it goes", named)
+        return self._two_reads(named, view)
+
+    def _hold(self, reason: Reason, message: str, speaker: str | None = None) -> Decision:
+        self._first_idle = None  # anything but an idle read between the two holds the operation
+        return Decision(Verdict.HOLD, reason, message, speaker)
+
+    def _identity(self, views: Mapping[str, _View]) -> tuple[Reason, str] | None:
+        """Each answer comes from the Pod meant at its URL (spec: Pod IPs are reused)."""
+        by_uid: dict[str | None, str] = {}
+        for member in self.members:
+            view = views.get(member.url)
+            if view is None:
+                continue
+            if None in (view.pod.namespace, view.pod.name, view.pod.uid):
+                return Reason.WRONG_POD, (f"{member.url} does not name its Pod (namespace, name and UID), so "
+                                          "its answer cannot be told from another Pod's at a reused IP")
+            meant = member.pod or self._pinned.setdefault(member.url, view.pod)
+            if view.pod != meant:
+                return Reason.WRONG_POD, (f"{member.url} answers as Pod {view.pod}, not {meant}: "
+                                          "its Pod IP was reused")
+            if view.pod.uid in by_uid:
+                return Reason.WRONG_POD, f"{by_uid[view.pod.uid]} and {member.url} answer as one Pod {view.pod}"
+            by_uid[view.pod.uid] = member.url
+        return None
+
+    def _restarts(self, views: Mapping[str, _View]) -> tuple[Reason, str] | None:
+        """Spec: a restarted container is held; its reads cannot pair with the old process's."""
+        for url, view in views.items():
+            last = self._last.get(url)
+            if last is None:
+                continue
+            if view.instance != last.instance:
+                return Reason.SIDECAR_RESTARTED, (f"a restarted container is held: the drain-sidecar of {url} "
+                                                  "restarted (sidecar.instance changed)")
+            if view.incarnation != last.incarnation:
+                return Reason.ENGINE_RESTARTED, (f"a restarted container is held: the engine of {url} restarted "
+                                                 f"(engine.incarnation {last.incarnation} -> {view.incarnation})")
+            if view.seq < last.seq:
+                return Reason.UNREADABLE, f"{url} went back from read {last.seq} to {view.seq} in one instance"
+        return None
+
+    def _speaker(self, views: Mapping[str, _View]) -> str | tuple[Reason, str]:
+        """The member whose answer stands for the replica, or why none can be named."""
+        size = len(self.members)
+        for url, view in views.items():
+            if view.group_size != size:
+                return Reason.SIZE_MISMATCH, (f"its role says a size the replica does not have: {url} says group "
+                                              f"size {view.group_size}, the replica has {size} member(s)")
+        if size > 1:
+            silent = [url for url, view in views.items() if view.configuration is None]
+            if silent:
+                return Reason.CONFIGURATION_MISMATCH, (f"its members cannot be shown to agree on the configuration: "
+                                                       f"{silent[0]} does not say its own")
+            configurations = sorted({str(view.configuration) for view in views.values()})
+            if len(configurations) > 1:
+                return Reason.CONFIGURATION_MISMATCH, (f"its members disagree on the configuration "
+                                                       f"({', '.join(configurations)})")
+        leaders = [url for url, view in views.items() if view.worker_index == 0]
+        if not leaders:
+            return Reason.NO_LEADER, "none of its members carries the leader index (worker_index 0)"
+        if len(leaders) > 1:
+            return Reason.SEVERAL_LEADERS, f"more than one member carries the leader index: {', '.join(leaders)}"
+        return leaders[0]
+
+    def _two_reads(self, url: str, view: _View) -> Decision:
+        """Spec: a member must read idle twice, on complete envelopes; a read that finds work holds."""
+        if not view.idle:
+            if view.outcome == "busy":
+                return self._hold(Reason.BUSY, f"a read that finds work holds the operation ({view.detail})", url)
+            if view.outcome in _UNMEASURABLE:
+                return self._hold(Reason.UNMEASURABLE, f"nothing answers the engine read ({view.outcome}: "
+                                  f"{view.detail})", url)
+            return self._hold(Reason.INCOMPLETE, f"a read not on a complete envelope holds the operation "
+                              f"({view.outcome}: {view.detail})", url)
+        first = self._first_idle
+        this = _IdleRead(url, view.instance, view.incarnation, view.seq, view.started_monotonic_s)
+        if first is None or (first.url, first.instance, first.incarnation) != (url, view.instance, view.incarnation):
+            self._first_idle = this
+            return Decision(Verdict.HOLD, Reason.ONE_IDLE_READ,
+                            f"one idle read on a complete envelope (read {view.seq}); a member must read idle "
+                            "twice", url)
+        if view.seq == first.seq:
+            return Decision(Verdict.HOLD, Reason.SAME_READ, f"read {view.seq} again: an answer shared by "
+                            "concurrent callers is one read", url)
+        if view.idle_run_since_seq is None or view.idle_run_since_seq > first.seq:
+            self._first_idle = this
+            return Decision(Verdict.HOLD, Reason.INTERRUPTED,
+                            f"a read between reads {first.seq} and {view.seq} was not idle (the idle run began at "
+                            f"read {view.idle_run_since_seq}); counting again from read {view.seq}", url)
+        gap_s = view.started_monotonic_s - first.started_monotonic_s
+        if gap_s < MIN_IDLE_GAP_S:
+            return Decision(Verdict.HOLD, Reason.TOO_CLOSE, f"idle reads {first.seq} and {view.seq} started "
+                            f"{gap_s:.3f} s apart; they must start at least {MIN_IDLE_GAP_S:g} s apart", url)
+        return Decision(Verdict.DELETE, Reason.IDLE_TWICE,
+                        f"read idle twice on complete envelopes (reads {first.seq} and {view.seq}, {gap_s:.2f} s "
+                        "apart)", url)
+
+
+# --- one answer -----------------------------------------------------------------------------------
+
+def _parse(answer: Answer) -> _View | str:
+    """The protocol's fields of one answer, or why it has none."""
+    if answer.error is not None:
+        return answer.error
+    body = answer.body
+    if answer.status != 200:
+        code = body.get("error") if isinstance(body, dict) else None
+        return f"HTTP {answer.status}" + (f" ({code})" if code else "")
+    if not isinstance(body, dict):
+        return "the body is not a JSON object"
+    if body.get("schema") != SCHEMA:
+        return f"schema {body.get('schema')!r}, not {SCHEMA}"
+    try:
+        pod, sidecar, member = body["pod"], body["sidecar"], body["member"]
+        engine, read = body["engine"], body["read"]
+        command = engine["command"]
+        return _View(
+            pod=PodRef(_opt(pod["namespace"], str), _opt(pod["name"], str), _opt(pod["uid"], str)),
+            instance=_req(sidecar["instance"], str),
+            terminating=_req(sidecar["terminating"], bool),
+            worker_index=_req(member["worker_index"], int),
+            group_size=_req(member["group_size"], int),
+            configuration=_opt(member["configuration"], str),
+            disaggregated=_opt(command["disaggregated"], bool),
+            evidence=tuple(_req(word, str) for word in _req(command["evidence"], list)),
+            incarnation=_req(engine["incarnation"], int),
+            seq=_req(read["seq"], int),
+            started_monotonic_s=float(_req(read["started_monotonic_s"], (int, float))),
+            idle_run_since_seq=_opt(read["idle_run_since_seq"], int),
+            outcome=_req(read["outcome"], str),
+            idle=_req(read["idle"], bool) and _req(read["complete"], bool),
+            in_flight=_opt(read["in_flight"], (int, float)),
+            role=_opt(read["role"], str),
+            detail=_req(read["detail"], str),
+        )
+    except (KeyError, TypeError) as exc:
+        return f"not a {SCHEMA} answer: {type(exc).__name__} {exc}"
+
+
+def _req(value: Any, kind: type | tuple[type, ...]) -> Any:
+    # bool is an int in Python, never in JSON: keep them apart.
+    if isinstance(value, bool) != (kind is bool) or not isinstance(value, kind):
+        raise TypeError(f"{value!r} is not {kind}")
+    return value
+
+
+def _opt(value: Any, kind: type | tuple[type, ...]) -> Any:
+    return None if value is None else _req(value, kind)
+
+
+# --- the network ----------------------------------------------------------------------------------
+
+def work_url(text: str) -> str:
+    """http(s)://HOST:PORT[/v1/work]: where a member's sidecar answers; raises ValueError."""
+    parts = urllib.parse.urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"a member is an http:// or https:// URL with a host, got {text!r}")
+    try:
+        parts.port  # noqa: B018 -- parsing it is the check
+    except ValueError:
+        raise ValueError(f"bad port in {text!r}") from None
+    path = parts.path if parts.path not in ("", "/") else WORK_PATH
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+
+
+def read_member(url: str, token: str | None = None, timeout_s: float = REQUEST_TIMEOUT_S) -> Answer:
+    """One GET of a member's /v1/work, bounded by timeout_s; never raises for what the network does."""
+    parts = urllib.parse.urlsplit(work_url(url))
+    connection_class = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    connection = connection_class(parts.netloc, timeout=timeout_s)
+    headers = {"Accept": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    try:
+        connection.request("GET", parts.path, headers=headers)
+        response = connection.getresponse()
+        raw = response.read(MAX_ANSWER_BYTES + 1)
+        status = response.status
+    except (OSError, http.client.HTTPException) as exc:
+        return Answer(error=f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+    finally:
+        connection.close()
+    if len(raw) > MAX_ANSWER_BYTES:
+        return Answer(status=status, error=f"answer over {MAX_ANSWER_BYTES} bytes")
+    try:
+        return Answer(status=status, body=json.loads(raw))
+    except ValueError:
+        return Answer(status=status, error=f"HTTP {status} with a body that is not JSON")
+
+
+def read_token(path: str) -> str:
+    """A bearer token file, as drain-sidecar's --token-file holds it; raises OSError or ValueError."""
+    with open(path, encoding="utf-8") as f:
+        token = f.read(4097).strip()
+    if not token or len(token) > 4096 or any(c.isspace() for c in token):
+        raise ValueError(f"{path} does not hold one token")
+    return token
+
+
+def retire(members: Sequence[Member], *, budget_s: float, token_file: str | None = None,
+           timeout_s: float = REQUEST_TIMEOUT_S, interval_s: float = ROUND_INTERVAL_S,
+           on_round: Callable[[float, Decision], None] | None = None) -> Decision:
+    """Read every member once a round until the decision is final; the token file is re-read each round."""
+    protocol = Retirement(members, budget_s)
+    started_at = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(members), thread_name_prefix="member") as pool:
+        while True:
+            round_at = time.monotonic()
+            answers = _read_round(pool, members, token_file, timeout_s)
+            at_s = round_at - started_at
+            decision = protocol.observe(at_s, answers)
+            if on_round is not None:
+                on_round(at_s, decision)
+            if decision.verdict.final:
+                return decision
+            time.sleep(max(0.0, round_at + interval_s - time.monotonic()))
+
+
+def _read_round(pool: concurrent.futures.Executor, members: Sequence[Member], token_file: str | None,
+                timeout_s: float) -> dict[str, Answer]:
+    token = None
+    if token_file is not None:
+        try:
+            token = read_token(token_file)
+        except (OSError, ValueError) as exc:
+            return {m.url: Answer(error=f"token file: {exc}") for m in members}
+    futures = {m.url: pool.submit(read_member, m.url, token, timeout_s) for m in members}
+    return {url: future.result() for url, future in futures.items()}

@@ -1,0 +1,93 @@
+"""`drain-sidecar retirement URL [URL...]`: the retirement protocol's verdict for one replica, for people.
+
+Wiring only: the protocol is sidecar/retirement.py (standard library only). It reads every member
+once a round until the verdict is final and prints it as one JSON line: exit 0 when the replica may
+be deleted, 1 when it is held (refused, or held past --budget), 2 on a usage error. Imports nothing
+of the server, so it runs where aiohttp and uvloop are not installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from hook.exitcodes import ExitCode
+from hook.flags import Parser, seconds_arg
+from sidecar import retirement
+
+# People run this by hand: long enough to see a busy replica go idle, short enough to wait for.
+DEFAULT_BUDGET_S = 60.0
+
+EPILOG = """\
+Each URL is one member Pod's drain-sidecar, http://POD_IP:8490 (/v1/work is added), given for every
+member of the replica. --pod names the Pod meant at each URL, in the same order, so an answer from
+another Pod at a reused IP holds instead of counting.
+
+output: one JSON line, {"verdict": "delete"|"refuse"|"abort", "reason": CODE, "message": ..., ...};
+  --trace also writes each round's decision to stderr as JSON lines. The algorithm and every reason
+  code: docs/controller.md.
+
+exit codes: 0 the replica may be deleted; 1 held (refused, or still held when --budget ran out);
+  2 usage error.
+"""
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="drain-sidecar retirement",
+                    description="Run the retirement protocol's read for one replica and print its verdict.",
+                    epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("urls", nargs="+", metavar="URL", help="each member's drain-sidecar, http://POD_IP:8490")
+    parser.add_argument("--token-file", metavar="FILE", help="the bearer token the sidecars require (re-read each round)")
+    parser.add_argument("--pod", action="append", default=[], metavar="NAMESPACE/NAME/UID",
+                        help="the Pod meant at each URL, once per URL in the same order")
+    parser.add_argument("--budget", type=seconds_arg("--budget", inclusive=False), default=DEFAULT_BUDGET_S,
+                        metavar="SECONDS", help=f"hold no longer than this, then abort (default {DEFAULT_BUDGET_S:g})")
+    parser.add_argument("--timeout", type=seconds_arg("--timeout", inclusive=False),
+                        default=retirement.REQUEST_TIMEOUT_S, metavar="SECONDS",
+                        help=f"bound on one request (default {retirement.REQUEST_TIMEOUT_S:g})")
+    parser.add_argument("--trace", action="store_true", help="write each round's decision to stderr")
+    return parser
+
+
+def _pod(text: str) -> retirement.PodRef:
+    parts = text.split("/")
+    if len(parts) != 3 or not all(parts):
+        raise ValueError(f"--pod must be NAMESPACE/NAME/UID, got {text!r}")
+    return retirement.PodRef(*parts)
+
+
+def parse_members(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[retirement.Member]:
+    try:
+        urls = [retirement.work_url(url) for url in args.urls]
+        pods = [_pod(text) for text in args.pod]
+        if args.token_file is not None:
+            retirement.read_token(args.token_file)
+    except (OSError, ValueError) as exc:
+        parser.error(str(exc))
+    if len(set(urls)) != len(urls):
+        parser.error("each member's URL once")
+    if pods and len(pods) != len(urls):
+        parser.error(f"--pod given {len(pods)} time(s) for {len(urls)} URL(s): once per URL or not at all")
+    return [retirement.Member(url, pods[i] if pods else None) for i, url in enumerate(urls)]
+
+
+def main(argv: list[str]) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    members = parse_members(parser, args)
+    started_at = time.monotonic()
+    rounds = 0
+
+    def trace(at_s: float, decision: retirement.Decision) -> None:
+        nonlocal rounds
+        rounds += 1
+        if args.trace:
+            print(json.dumps({"at_s": round(at_s, 3), **decision.as_dict()}), file=sys.stderr, flush=True)
+
+    decision = retirement.retire(members, budget_s=args.budget, token_file=args.token_file,
+                                 timeout_s=args.timeout, on_round=trace)
+    print(json.dumps({**decision.as_dict(), "rounds": rounds,
+                      "elapsed_s": round(time.monotonic() - started_at, 3)}), flush=True)
+    return ExitCode.OK if decision.verdict is retirement.Verdict.DELETE else ExitCode.BUSY

@@ -1,0 +1,139 @@
+"""A worker's view of its leader: the leader's /v1/work answers, each turned into a Read."""
+
+import json
+import socket
+import threading
+
+import pytest
+
+from hook.leader import LeaderConfig, LeaderReader, leader_from_env, parse_leader_url
+from hook.outcome import ReadOutcome
+from hook.target import Target
+
+from .rawserver import canned, http_response
+
+
+@pytest.mark.parametrize("text, host, port, path", [
+    ("http://lws-0.lws.ns", "lws-0.lws.ns", 8490, "/v1/work"),
+    ("http://10.0.0.7:9000", "10.0.0.7", 9000, "/v1/work"),
+    ("http://[fd00::1]:8490/v1/work", "fd00::1", 8490, "/v1/work"),
+    ("http://leader/", "leader", 8490, "/v1/work"),
+])
+def test_leader_urls(text, host, port, path):
+    target = parse_leader_url(text)
+    assert (target.scheme, target.host, target.port, target.path) == ("http", host, port, path)
+
+
+@pytest.mark.parametrize("text", ["https://leader", "leader:8490", "http://", "http://a b", "http://x:70000",
+                                  "http://x:port", "http://x/\u00e9"])
+def test_bad_leader_urls(text):
+    with pytest.raises(ValueError, match="--follow-leader"):
+        parse_leader_url(text)
+
+
+def test_a_leaderworkerset_worker_follows_its_leader_and_the_leader_does_not():
+    worker = {"LWS_WORKER_INDEX": "2", "LWS_LEADER_ADDRESS": "vllm-0.vllm.team-a"}
+    assert leader_from_env(worker) == Target("http", 8490, "/v1/work", host="vllm-0.vllm.team-a", source="leader")
+    assert leader_from_env({**worker, "LWS_WORKER_INDEX": "0"}) is None
+    assert leader_from_env({"LWS_WORKER_INDEX": "1"}) is None
+    assert leader_from_env({}) is None
+
+
+def answer(seq=1, outcome="idle", instance="a" * 32, incarnation=0, in_flight=0.0, **extra) -> bytes:
+    verdict = {"idle": "idle", "refused": "unmeasurable"}.get(outcome, "busy")
+    complete = outcome in ("idle", "busy")
+    return json.dumps({"schema": "modeldrain.sidecar/v1", "sidecar": {"instance": instance},
+                       "engine": {"incarnation": incarnation},
+                       "read": {"seq": seq, "outcome": outcome, "verdict": verdict, "complete": complete,
+                                "idle": outcome == "idle", "in_flight": in_flight, "detail": "d", **extra}}).encode()
+
+
+class Leader:
+    """A scripted leader sidecar: each connection gets the next answer."""
+
+    def __init__(self, serve, answers):
+        self.answers = list(answers)
+        self.requests = []
+        self.target = serve(self.respond)
+
+    def respond(self, conn):
+        body, status = self.answers.pop(0)
+        conn.sendall(http_response(body, status=status, content_type="application/json"))
+
+    def reader(self, token_file=None):
+        return LeaderReader(LeaderConfig(self.target, token_file, "test"))
+
+
+def outcomes(reader, n):
+    return [reader.read(1.0) for _ in range(n)]
+
+
+def test_idle_and_busy_answers(serve):
+    leader = Leader(serve, [(answer(1, "busy", in_flight=4.0), "200 OK"), (answer(2), "200 OK"), (answer(3), "200 OK")])
+    reads = outcomes(leader.reader(), 3)
+    assert [r.outcome for r in reads] == [ReadOutcome.BUSY, ReadOutcome.IDLE, ReadOutcome.IDLE]
+    assert reads[0].in_flight == 4.0 and "4 in flight" in reads[0].detail
+
+
+def test_a_restarted_leader_or_a_stale_read_is_not_a_second_idle(serve):
+    leader = Leader(serve, [(answer(5), "200 OK"), (answer(5), "200 OK"),
+                            (answer(1, instance="b" * 32), "200 OK"), (answer(2, instance="b" * 32, incarnation=1), "200 OK")])
+    reads = outcomes(leader.reader(), 4)
+    assert [r.outcome for r in reads] == [ReadOutcome.IDLE, ReadOutcome.INCOMPLETE, ReadOutcome.INCOMPLETE,
+                                          ReadOutcome.INCOMPLETE]
+    assert "not a fresh read" in reads[1].detail and "restarted" in reads[2].detail and "restarted" in reads[3].detail
+
+
+def test_the_leaders_engine_gone_is_the_leader_gone(serve):
+    leader = Leader(serve, [(answer(9, "refused"), "200 OK")])
+    read = leader.reader().read(1.0)
+    assert read.outcome is ReadOutcome.REFUSED and read.detail.startswith("leader gone: its engine reads refused")
+
+
+def test_an_http_error_from_the_leader_is_waited_on_not_taken_for_gone(serve):
+    leader = Leader(serve, [(b'{"error":"unauthorized"}', "401 Unauthorized")])
+    read = leader.reader().read(1.0)
+    assert read.outcome is ReadOutcome.UNAVAILABLE and not read.outcome.ends_drain and read.http_status == 401
+
+
+@pytest.mark.parametrize("body", [b"not json", b"[]", b'{"schema": "other/v1"}', answer(seq="1"),
+                                  answer(seq=True), json.dumps({"schema": "modeldrain.sidecar/v1"}).encode()])
+def test_an_answer_that_is_not_a_work_answer_is_unparseable(serve, body):
+    read = Leader(serve, [(body, "200 OK")]).reader().read(1.0)
+    assert read.outcome is ReadOutcome.UNPARSEABLE
+
+
+def test_refused_and_a_name_that_no_longer_resolves_mean_the_leader_is_gone():
+    probe = socket.create_server(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    refused = LeaderReader(LeaderConfig(Target("http", port, "/v1/work"), None, "test")).read(1.0)
+    assert refused.outcome is ReadOutcome.REFUSED and refused.detail.startswith("leader gone")
+    gone = LeaderReader(LeaderConfig(parse_leader_url("http://leader-0.gone.invalid"), None, "test")).read(5.0)
+    assert gone.outcome is ReadOutcome.REFUSED and "not found" in gone.detail
+
+
+def test_the_token_is_sent_and_an_unreadable_token_file_is_waited_on(tmp_path):
+    token = tmp_path / "token"
+    token.write_text("s3cret\n")
+    captured = []
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def one():
+        conn, _ = server.accept()
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += conn.recv(4096)
+        captured.append(data)
+        conn.sendall(http_response(answer(1), content_type="application/json"))
+        conn.close()
+
+    t = threading.Thread(target=one)
+    t.start()
+    target = Target("http", server.getsockname()[1], "/v1/work")
+    assert LeaderReader(LeaderConfig(target, str(token), "test")).read(2.0).outcome is ReadOutcome.IDLE
+    t.join(5)
+    server.close()
+    assert b"Authorization: Bearer s3cret\r\n" in captured[0] and b"Accept: application/json\r\n" in captured[0]
+    missing = LeaderReader(LeaderConfig(target, str(tmp_path / "nope"), "test")).read(1.0)
+    assert missing.outcome is ReadOutcome.UNAVAILABLE and "--leader-token-file" in missing.detail

@@ -1,0 +1,463 @@
+"""The retirement protocol's conformance table: each scenario's rounds of answers and expected verdicts.
+
+The answers are rendered by the sidecar's own code (sidecar.envelope.work_envelope, the idle-run
+tracker), so every body is a real modeldrain.sidecar/v2 answer; the expected verdict and reason of
+each round are written here by hand, from the spec. `--write` renders conformance/retirement/*.json,
+which the tests replay through sidecar/retirement.py and which another implementation (the
+operator's controller) replays unchanged (format: conformance/retirement/README.md).
+
+    .venv/bin/python -m tests.sidecar.conformance_scenarios --write
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from hook.gauges import EngineKind, Role, gauge_set
+from hook.outcome import Read, ReadOutcome
+from sidecar.command import CommandSource, EngineCommand
+from sidecar.envelope import Identity, work_envelope
+from sidecar.idle_run import IdleRunTracker
+from sidecar.incarnation import Evidence, Incarnation
+from sidecar.member import Member, PodIdentity
+from sidecar.sampler import Sample
+
+REPO = Path(__file__).resolve().parents[2]
+TABLE_DIR = REPO / "conformance" / "retirement"
+FORMAT = "modeldrain.retirement-conformance/v1"
+
+WALL_BASE = 1_795_000_000.0  # the wall clock at at_s 0, for the answers' human-readable times
+MONO_BASE = 86_400.0  # the sidecars' monotonic clock at at_s 0 (a node up for a day)
+LATENCY_S = 0.003  # from the controller's round to the read's own start
+NAMESPACE = "team-a"
+
+UNIFIED_VLLM = EngineCommand(CommandSource.FLAG, False, ())
+UNIFIED_SGLANG_CMDLINE = EngineCommand(CommandSource.CMDLINE, False, ())
+NOT_KNOWN = EngineCommand(CommandSource.NONE, None, ())
+
+
+def _read(outcome: str, started_at: float, kind: EngineKind, role: Role, in_flight: int) -> Read:
+    names = [g.name for g in gauge_set(kind, role).gauges]
+    common: dict[str, Any] = dict(started_at=started_at, duration_s=0.009, kind=kind, role=gauge_set(kind, role).role)
+    if outcome == "idle":
+        return Read(ReadOutcome.IDLE, detail="every work gauge reads zero", gauges={n: 0.0 for n in names},
+                    in_flight=0.0, http_status=200, body_bytes=47_211, **common)
+    if outcome == "busy":
+        gauges = {n: 0.0 for n in names}
+        gauges[names[0]] = float(in_flight)
+        return Read(ReadOutcome.BUSY, detail=f"{in_flight} in flight", gauges=gauges, in_flight=float(in_flight),
+                    http_status=200, body_bytes=47_380, **common)
+    if outcome == "incomplete":
+        present = {n: 0.0 for n in names[:1]}
+        return Read(ReadOutcome.INCOMPLETE, detail="missing " + ", ".join(names[1:]), gauges=present,
+                    missing=tuple(names[1:]), in_flight=0.0, http_status=200, body_bytes=41_002, **common)
+    if outcome == "timeout":
+        return Read(ReadOutcome.TIMEOUT, detail="no whole response within 2 s", **common)
+    if outcome == "refused":
+        return Read(ReadOutcome.REFUSED, detail="connection refused", **common)
+    raise ValueError(outcome)
+
+
+@dataclass
+class Sidecar:
+    """One member's drain-sidecar as the controller sees it: numbered reads, restarts, identity."""
+
+    url: str
+    name: str
+    worker_index: int = 0
+    group_size: int = 1
+    configuration: str | None = None
+    command: EngineCommand = UNIFIED_VLLM
+    kind: EngineKind = EngineKind.VLLM
+    role: Role = Role.UNIFIED
+    pod: PodIdentity | None = None  # default: NAMESPACE/name with a UID made from the name
+    instance: str = ""
+    seq: int = 0
+    incarnation: Incarnation = Incarnation(0, None, None)
+    terminating: bool = False
+    _pending_restart: Evidence | None = None
+    _idle_run: IdleRunTracker = field(default_factory=IdleRunTracker)
+    _last: dict | None = None
+
+    def __post_init__(self) -> None:
+        self.pod = self.pod or PodIdentity(NAMESPACE, self.name, f"uid-{self.name}")
+        self.instance = self.instance or _instance(self.name, 0)
+
+    def identity(self) -> Identity:
+        assert self.pod is not None
+        return Identity(instance=self.instance, version="0.1.0", started_at_unix=WALL_BASE - 3600.0, pod=self.pod,
+                        member=Member(self.worker_index, self.group_size, "env", self.configuration),
+                        target_url="http://127.0.0.1:8000/metrics")
+
+    def _sample(self, at_s: float, outcome: str, in_flight: int) -> Sample:
+        self.seq += 1
+        if self._pending_restart is not None and outcome != "refused":
+            self.incarnation = Incarnation(self.incarnation.value + 1, self._pending_restart, self.seq)
+            self._pending_restart = None
+        started = round(MONO_BASE + at_s + LATENCY_S, 6)
+        read = _read(outcome, started, self.kind, self.role, in_flight)
+        since = self._idle_run.observe(self.seq, idle=read.outcome.is_idle, incarnation=self.incarnation.value)
+        return Sample(self.seq, WALL_BASE + at_s + LATENCY_S, read, self.incarnation, self.identity().target_url, since)
+
+    def answer(self, at_s: float, outcome: str = "idle", in_flight: int = 2) -> dict:
+        """A read the controller asked for, as it arrives."""
+        sample = self._sample(at_s, outcome, in_flight)
+        body = work_envelope(self.identity(), sample, command=self.command, terminating=self.terminating)
+        self._last = {"status": 200, "body": json.loads(json.dumps(body))}
+        return self._last
+
+    def taken_by_another_caller(self, at_s: float, outcome: str = "busy") -> None:
+        """A read a peer took: it moves seq and the idle run, and the controller never sees it."""
+        self._sample(at_s, outcome, 1)
+
+    def again(self) -> dict:
+        """The same read as the last answer: a concurrent caller's request shared it."""
+        assert self._last is not None
+        return self._last
+
+    def restart_engine(self, evidence: Evidence = Evidence.LISTENER_RETURNED) -> None:
+        self._pending_restart = evidence
+
+    def restart_sidecar(self, generation: int) -> None:
+        self.instance = _instance(self.name, generation)
+        self.seq = 0
+        self.incarnation = Incarnation(0, None, None)
+        self._idle_run = IdleRunTracker()
+
+
+def _instance(name: str, generation: int) -> str:
+    return hashlib.sha256(f"{name}/{generation}".encode()).hexdigest()[:32]
+
+
+def error(text: str) -> dict:
+    return {"error": text}
+
+
+def http_error(status: int, code: str, message: str) -> dict:
+    return {"status": status, "body": {"error": code, "message": message}}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    description: str
+    spec: str  # the spec's sentence this scenario pins
+    members: list[dict]
+    rounds: list[dict]
+    budget_s: float = 60.0
+
+    def document(self) -> dict:
+        return {"format": FORMAT, "name": self.name, "description": self.description, "spec": self.spec,
+                "budget_s": self.budget_s, "members": self.members, "rounds": self.rounds}
+
+
+def member(s: Sidecar, expect_pod: bool = True) -> dict:
+    assert s.pod is not None
+    pod = {"namespace": s.pod.namespace, "name": s.pod.name, "uid": s.pod.uid} if expect_pod else None
+    return {"url": s.url, "pod": pod}
+
+
+def rnd(at_s: float, answers: dict[str, dict], verdict: str, reason: str) -> dict:
+    return {"at_s": at_s, "answers": answers, "expect": {"verdict": verdict, "reason": reason}}
+
+
+U0, U1, U2 = "http://10.4.0.7:8490/v1/work", "http://10.4.1.9:8490/v1/work", "http://10.4.2.3:8490/v1/work"
+
+SPEC_TWICE = ("Reading member work: A member must read idle twice, on complete envelopes, before the deletion "
+              "commits. Both reads have to carry every expected gauge, and a single unlucky zero cannot carry the "
+              "protocol past a member that is still working. A second read that finds work holds the operation.")
+SPEC_RESTART = ("Drain read refusals: A restarted container is held, and the hold is bounded. The drain budget and "
+                "the operation's total still apply, so a replica that keeps crash-looping ends as Aborted with its "
+                "capacity retained.")
+SPEC_SPLIT = ("Drain read refusals: A prefill or decode replica is refused outright. The refusal is read from the "
+              "member Pod's own rendered command: a vLLM member is recognized by its data-parallel balance flags, "
+              "and an SGLang member by its --disaggregation-mode prefill or decode.")
+SPEC_NAMED = ("Limitations: A replica whose answering member cannot be named is held: none of its members carries "
+              "the leader index, more than one does, its members disagree on the configuration, or its role says "
+              "a size the replica does not have; and the reason names which.")
+SPEC_LEADER = ("Reading member work: a replica of one Pod answers through itself, and a leader-served replica of "
+               "several answers through the member carrying rank 0.")
+SPEC_IDENTITY = ("docs/controller.md: Pod IPs are reused, so an answer counts only from the Pod the controller "
+                 "meant (namespace, name and UID).")
+
+
+def _single(**kw: Any) -> Sidecar:
+    return Sidecar(U0, "llm-0", **kw)
+
+
+def _group(size: int, indices: tuple[int, ...] | None = None, configs: tuple[str | None, ...] | None = None,
+           sizes: tuple[int, ...] | None = None) -> list[Sidecar]:
+    urls = [U0, U1, U2][:size]
+    indices = indices or tuple(range(size))
+    configs = configs or ("rev-5",) * size
+    sizes = sizes or (size,) * size
+    return [Sidecar(url, f"llm-1-{i}", worker_index=indices[i], group_size=sizes[i], configuration=configs[i])
+            for i, url in enumerate(urls)]
+
+
+def scenarios() -> list[Scenario]:
+    out: list[Scenario] = []
+
+    def add(name: str, description: str, spec: str, members: list[Sidecar], build: Callable[..., list[dict]],
+            budget_s: float = 60.0, expect_pods: bool = True) -> None:
+        docs = [member(s, expect_pods) for s in members]
+        out.append(Scenario(name, description, spec, docs, build(*members), budget_s))
+
+    # --- the two-read rule ---
+    add("single-pod-idle-twice", "A single-Pod replica reads idle twice, 1.1 s apart: it may be deleted.",
+        SPEC_TWICE, [_single()], lambda a: [
+            rnd(0.0, {U0: a.answer(0.0)}, "hold", "one_idle_read"),
+            rnd(1.1, {U0: a.answer(1.1)}, "delete", "idle_twice")])
+    add("busy-then-idle", "A busy replica holds until two idle reads follow its last busy one.",
+        SPEC_TWICE, [_single()], lambda a: [
+            rnd(0.0, {U0: a.answer(0.0, "busy", 3)}, "hold", "busy"),
+            rnd(1.1, {U0: a.answer(1.1, "busy", 1)}, "hold", "busy"),
+            rnd(2.2, {U0: a.answer(2.2)}, "hold", "one_idle_read"),
+            rnd(3.3, {U0: a.answer(3.3)}, "delete", "idle_twice")])
+    add("unlucky-single-zero", "An idle read between two busy ones does not pair with a later idle read: a "
+        "single unlucky zero cannot carry the protocol past a member still working.",
+        SPEC_TWICE, [_single()], lambda a: [
+            rnd(0.0, {U0: a.answer(0.0)}, "hold", "one_idle_read"),
+            rnd(1.1, {U0: a.answer(1.1, "busy", 1)}, "hold", "busy"),
+            rnd(2.2, {U0: a.answer(2.2)}, "hold", "one_idle_read"),
+            rnd(3.3, {U0: a.answer(3.3)}, "delete", "idle_twice")])
+    add("reads-too-close", "Two idle reads 0.4 s apart by their own start times do not count; a third, 1.1 s "
+        "after the first, pairs with the first.", SPEC_TWICE, [_single()], lambda a: [
+            rnd(0.0, {U0: a.answer(0.0)}, "hold", "one_idle_read"),
+            rnd(0.4, {U0: a.answer(0.4)}, "hold", "too_close"),
+            rnd(1.1, {U0: a.answer(1.1)}, "delete", "idle_twice")])
+    add("same-read-twice", "Two answers with the same seq are one read shared by concurrent callers: they "
+        "count once.", SPEC_TWICE, [_single()], lambda a: [
+            rnd(0.0, {U0: a.answer(0.0)}, "hold", "one_idle_read"),
+            rnd(1.1, {U0: a.again()}, "hold", "same_read"),
+            rnd(2.2, {U0: a.answer(2.2)}, "delete", "idle_twice")])
+
+    def between(a: Sidecar) -> list[dict]:
+        first = a.answer(0.0)
+        a.taken_by_another_caller(0.6, "busy")
+        return [rnd(0.0, {U0: first}, "hold", "one_idle_read"),
+                rnd(1.1, {U0: a.answer(1.1)}, "hold", "interrupted"),
+                rnd(2.2, {U0: a.answer(2.2)}, "delete", "idle_twice")]
+    add("busy-read-taken-by-another-caller", "A busy read another caller took between the controller's two "
+        "idle reads holds the operation: read.idle_run_since_seq shows it.", SPEC_TWICE, [_single()], between)
+
+    def gap_ok(a: Sidecar) -> list[dict]:
+        first = a.answer(0.0)
+        a.taken_by_another_caller(0.5, "idle")
+        return [rnd(0.0, {U0: first}, "hold", "one_idle_read"),
+                rnd(1.1, {U0: a.answer(1.1)}, "delete", "idle_twice")]
+    add("idle-read-taken-by-another-caller", "Seqs need not be consecutive: an idle read another caller took "
+        "in between leaves the run unbroken.", SPEC_TWICE, [_single()], gap_ok)
+    add("incomplete-read-holds", "A read missing an expected gauge (an SGLang decode server before its first "
+        "request) is not on a complete envelope: it holds.", SPEC_TWICE,
+        [_single(kind=EngineKind.SGLANG, command=UNIFIED_SGLANG_CMDLINE)], lambda a: [
+            rnd(0.0, {U0: a.answer(0.0)}, "hold", "one_idle_read"),
+            rnd(1.1, {U0: a.answer(1.1, "incomplete")}, "hold", "incomplete"),
+            rnd(2.2, {U0: a.answer(2.2)}, "hold", "one_idle_read"),
+            rnd(3.3, {U0: a.answer(3.3)}, "delete", "idle_twice")])
+    add("timed-out-read-holds", "A read the sidecar could not finish counts as busy: it holds.", SPEC_TWICE,
+        [_single()], lambda a: [
+            rnd(0.0, {U0: a.answer(0.0)}, "hold", "one_idle_read"),
+            rnd(1.1, {U0: a.answer(1.1, "timeout")}, "hold", "incomplete"),
+            rnd(2.2, {U0: a.answer(2.2)}, "hold", "one_idle_read"),
+            rnd(3.3, {U0: a.answer(3.3)}, "delete", "idle_twice")])
+    add("unmeasurable-until-the-budget", "An engine that refuses the read gives nothing to measure: held, and "
+        "aborted when the caller's budget is spent.", SPEC_RESTART, [_single()], lambda a: [
+            rnd(0.0, {U0: a.answer(0.0, "refused")}, "hold", "unmeasurable"),
+            rnd(1.1, {U0: a.answer(1.1, "refused")}, "hold", "unmeasurable"),
+            rnd(3.3, {U0: a.answer(3.3, "refused")}, "abort", "unmeasurable")], budget_s=3.0)
+
+    # --- restarted containers ---
+    def sidecar_restart(a: Sidecar) -> list[dict]:
+        first = a.answer(0.0)
+        a.restart_sidecar(1)
+        return [rnd(0.0, {U0: first}, "hold", "one_idle_read"),
+                rnd(1.1, {U0: a.answer(1.1)}, "hold", "sidecar_restarted"),
+                rnd(2.2, {U0: a.answer(2.2)}, "hold", "one_idle_read"),
+                rnd(3.3, {U0: a.answer(3.3)}, "delete", "idle_twice")]
+    add("sidecar-restart-between-reads", "The sidecar restarted between two idle reads (sidecar.instance "
+        "changed): held, and counted again in the new instance.", SPEC_RESTART, [_single()], sidecar_restart)
+
+    def engine_restart(a: Sidecar) -> list[dict]:
+        first = a.answer(0.0)
+        a.restart_engine(Evidence.START_TIME_CHANGED)
+        return [rnd(0.0, {U0: first}, "hold", "one_idle_read"),
+                rnd(1.1, {U0: a.answer(1.1)}, "hold", "engine_restarted"),
+                rnd(2.2, {U0: a.answer(2.2)}, "hold", "one_idle_read"),
+                rnd(3.3, {U0: a.answer(3.3)}, "delete", "idle_twice")]
+    add("engine-restart-between-reads", "The engine restarted between two idle reads (engine.incarnation "
+        "changed): the fresh process cannot speak for the old one's work, so it is held and counted again.",
+        SPEC_RESTART, [_single()], engine_restart)
+
+    def crash_loop(a: Sidecar) -> list[dict]:
+        rounds = [rnd(0.0, {U0: a.answer(0.0)}, "hold", "one_idle_read")]
+        for at_s in (1.1, 2.2, 3.3):
+            a.restart_engine()
+            rounds.append(rnd(at_s, {U0: a.answer(at_s)}, "abort" if at_s >= 3.0 else "hold", "engine_restarted"))
+        return rounds
+    add("crash-loop-aborts", "An engine that restarts on every round is held until the budget is spent, then "
+        "the retirement ends as Aborted.", SPEC_RESTART, [_single()], crash_loop, budget_s=3.0)
+
+    # --- which Pod answers ---
+    def ip_reused_at_start(a: Sidecar) -> list[dict]:
+        other = Sidecar(U0, "other-7")
+        return [rnd(0.0, {U0: other.answer(0.0)}, "hold", "wrong_pod"),
+                rnd(1.1, {U0: other.answer(1.1)}, "hold", "wrong_pod"),
+                rnd(3.3, {U0: other.answer(3.3)}, "abort", "wrong_pod")]
+    add("pod-ip-reused-before-the-first-read", "Another Pod now has the IP the controller meant: its idle "
+        "answers never count.", SPEC_IDENTITY, [_single()], ip_reused_at_start, budget_s=3.0)
+
+    def ip_reused_midway(a: Sidecar) -> list[dict]:
+        first = a.answer(0.0)
+        successor = Sidecar(U0, "llm-0", pod=PodIdentity(NAMESPACE, "llm-0", "uid-llm-0-recreated"))
+        return [rnd(0.0, {U0: first}, "hold", "one_idle_read"),
+                rnd(1.1, {U0: successor.answer(1.1)}, "hold", "wrong_pod"),
+                rnd(2.2, {U0: successor.answer(2.2)}, "hold", "wrong_pod")]
+    add("pod-ip-reused-between-reads", "With no expected Pod given, the first answer's Pod is the one meant: a "
+        "Pod of the same name recreated at the same IP (a new UID) holds.", SPEC_IDENTITY, [_single()],
+        ip_reused_midway, expect_pods=False)
+    add("pod-not-named", "An answer that does not name its Pod (no POD_UID) cannot be told from another Pod's.",
+        SPEC_IDENTITY, [_single(pod=PodIdentity(NAMESPACE, "llm-0", None))], lambda a: [
+            rnd(0.0, {U0: a.answer(0.0)}, "hold", "wrong_pod"),
+            rnd(1.1, {U0: a.answer(1.1)}, "hold", "wrong_pod")], expect_pods=False)
+
+    # --- no answer ---
+    add("unreadable-answers-hold", "A timeout, a 504, a 401 and a v1 answer are no reads: each holds, and the "
+        "count starts again.", SPEC_TWICE, [_single()], lambda a: [
+            rnd(0.0, {U0: a.answer(0.0)}, "hold", "one_idle_read"),
+            rnd(1.1, {U0: error("timed out")}, "hold", "unreadable"),
+            rnd(2.2, {U0: a.answer(2.2)}, "hold", "one_idle_read"),
+            rnd(3.3, {U0: http_error(504, "read_timeout", "no fresh read of the engine finished within 5.1 s")},
+                "hold", "unreadable"),
+            rnd(4.4, {U0: http_error(401, "unauthorized", "missing bearer token")}, "hold", "unreadable"),
+            rnd(5.5, {U0: {"status": 200, "body": {**a.answer(5.5)["body"], "schema": "modeldrain.sidecar/v1"}}},
+                "hold", "unreadable"),
+            rnd(6.6, {U0: a.answer(6.6)}, "hold", "one_idle_read"),
+            rnd(7.7, {U0: a.answer(7.7)}, "delete", "idle_twice")])
+    add("terminating-member-holds", "A member whose sidecar got SIGTERM is already being deleted: its reads do "
+        "not count.", SPEC_TWICE, [_single(terminating=True)], lambda a: [
+            rnd(0.0, {U0: a.answer(0.0)}, "hold", "terminating"),
+            rnd(1.1, {U0: a.answer(1.1)}, "hold", "terminating")])
+
+    # --- refusals ---
+    add("sglang-prefill-refused", "An SGLang prefill member, by its own command: refused at the first answer.",
+        SPEC_SPLIT, [_single(kind=EngineKind.SGLANG, role=Role.PREFILL,
+                             command=EngineCommand(CommandSource.CMDLINE, True,
+                                                   ("cmdline: --disaggregation-mode=prefill",)))], lambda a: [
+            rnd(0.0, {U0: a.answer(0.0)}, "refuse", "prefill_decode")])
+    add("sglang-decode-refused-by-flag", "An SGLang decode member, by the sidecar's --disaggregation-mode the "
+        "operator rendered from its command: refused even while busy.", SPEC_SPLIT,
+        [_single(kind=EngineKind.SGLANG, role=Role.DECODE,
+                 command=EngineCommand(CommandSource.FLAG, True, ("flag: --disaggregation-mode=decode",)))],
+        lambda a: [rnd(0.0, {U0: a.answer(0.0, "busy", 4)}, "refuse", "prefill_decode")])
+    add("vllm-data-parallel-balance-refused", "A vLLM member started with data-parallel balance flags: refused.",
+        SPEC_SPLIT, [_single(command=EngineCommand(CommandSource.CMDLINE, True,
+                                                   ("cmdline: --data-parallel-hybrid-lb",)))], lambda a: [
+            rnd(0.0, {U0: a.answer(0.0)}, "refuse", "prefill_decode")])
+    add("sglang-role-from-its-metrics-refused", "The command seen says unified, but the engine's own metrics say "
+        "decode (engine_type): refused.", SPEC_SPLIT,
+        [_single(kind=EngineKind.SGLANG, role=Role.DECODE,
+                 command=EngineCommand(CommandSource.FLAG, False, ()))], lambda a: [
+            rnd(0.0, {U0: a.answer(0.0)}, "refuse", "prefill_decode")])
+
+    def refused_after_holds(a: Sidecar) -> list[dict]:
+        a.command = EngineCommand(CommandSource.CMDLINE, True, ("cmdline: --disaggregation-mode=decode",))
+        a.kind, a.role = EngineKind.SGLANG, Role.DECODE
+        return [rnd(0.0, {U0: error("connection refused")}, "hold", "unreadable"),
+                rnd(1.1, {U0: a.answer(1.1, "incomplete")}, "refuse", "prefill_decode"),
+                rnd(2.2, {U0: a.answer(2.2)}, "refuse", "prefill_decode")]
+    add("refusal-is-final", "Once refused, later answers change nothing.", SPEC_SPLIT, [_single()],
+        refused_after_holds)
+    add("command-not-known-holds", "A member that cannot say whether its command runs a prefill or decode "
+        "server (no --engine, argv not visible) is held: the refusal cannot be ruled out.", SPEC_SPLIT,
+        [_single(command=NOT_KNOWN)], lambda a: [
+            rnd(0.0, {U0: a.answer(0.0)}, "hold", "command_unknown"),
+            rnd(1.1, {U0: a.answer(1.1)}, "hold", "command_unknown")])
+
+    # --- leader-served replicas ---
+    def leader_served(leader: Sidecar, worker: Sidecar) -> list[dict]:
+        # The worker's engine serves no metrics: its read is refused, and only its identity is used.
+        return [rnd(0.0, {U0: leader.answer(0.0), U1: worker.answer(0.0, "refused")}, "hold", "one_idle_read"),
+                rnd(1.1, {U0: leader.answer(1.1), U1: worker.answer(1.1, "refused")}, "delete", "idle_twice")]
+    add("leader-served-two-members", "A replica of two Pods answers through the member carrying index 0; the "
+        "worker's refused read does not hold it.", SPEC_LEADER, _group(2), leader_served)
+
+    def worker_unreachable(leader: Sidecar, worker: Sidecar) -> list[dict]:
+        return [rnd(0.0, {U0: leader.answer(0.0), U1: error("timed out")}, "hold", "unreadable"),
+                rnd(1.1, {U0: leader.answer(1.1), U1: worker.answer(1.1, "refused")}, "hold", "one_idle_read"),
+                rnd(2.2, {U0: leader.answer(2.2), U1: worker.answer(2.2, "refused")}, "delete", "idle_twice")]
+    add("leader-served-worker-unreachable", "A member that does not answer leaves the leader unnamed: held.",
+        SPEC_NAMED, _group(2), worker_unreachable)
+
+    def worker_restart(leader: Sidecar, worker: Sidecar) -> list[dict]:
+        first = [rnd(0.0, {U0: leader.answer(0.0), U1: worker.answer(0.0, "refused")}, "hold", "one_idle_read")]
+        worker.restart_sidecar(1)
+        return first + [
+            rnd(1.1, {U0: leader.answer(1.1), U1: worker.answer(1.1, "refused")}, "hold", "sidecar_restarted"),
+            rnd(2.2, {U0: leader.answer(2.2), U1: worker.answer(2.2, "refused")}, "hold", "one_idle_read"),
+            rnd(3.3, {U0: leader.answer(3.3), U1: worker.answer(3.3, "refused")}, "delete", "idle_twice")]
+    add("leader-served-worker-restarted", "A worker's container restarted between the leader's idle reads: a "
+        "restarted container is held, whichever member it is.", SPEC_RESTART, _group(2), worker_restart)
+
+    def unnamed(reason: str) -> Callable[..., list[dict]]:
+        def build(*group: Sidecar) -> list[dict]:
+            return [rnd(at_s, {s.url: s.answer(at_s, "idle" if s.worker_index == 0 else "refused") for s in group},
+                        "hold", reason) for at_s in (0.0, 1.1)]
+        return build
+    add("no-leader", "No member carries index 0: held.", SPEC_NAMED, _group(2, indices=(1, 1)),
+        unnamed("no_leader"))
+    add("several-leaders", "Two members carry index 0: held.", SPEC_NAMED, _group(2, indices=(0, 0)),
+        unnamed("several_leaders"))
+    add("configuration-mismatch", "The members were created from different configurations: held.", SPEC_NAMED,
+        _group(2, configs=("rev-5", "rev-6")), unnamed("configuration_mismatch"))
+    add("configuration-missing", "A replica of several whose members do not say their configuration: held.",
+        SPEC_NAMED, _group(2, configs=(None, None)), unnamed("configuration_mismatch"))
+    add("size-mismatch", "The members say a group of 3, but the replica has 2 members: held.", SPEC_NAMED,
+        _group(2, sizes=(3, 3)), unnamed("size_mismatch"))
+    add("single-pod-says-a-group", "One Pod that says it is a member of a group of 2: held.", SPEC_NAMED,
+        [_single(group_size=2, configuration="rev-5")], unnamed("size_mismatch"))
+
+    def worker_prefill(leader: Sidecar, worker: Sidecar) -> list[dict]:
+        split = EngineCommand(CommandSource.CMDLINE, True, ("cmdline: --disaggregation-mode=prefill",))
+        for s in (leader, worker):
+            s.command, s.kind, s.role = split, EngineKind.SGLANG, Role.PREFILL
+        return [rnd(0.0, {U0: leader.answer(0.0), U1: worker.answer(0.0, "refused")}, "refuse", "prefill_decode")]
+    add("leader-served-prefill-refused", "A leader-served SGLang prefill replica: refused.", SPEC_SPLIT,
+        _group(2), worker_prefill)
+    return out
+
+
+def render(scenario: Scenario, index: int) -> tuple[str, str]:
+    return f"{index:02d}-{scenario.name}.json", json.dumps(scenario.document(), indent=1) + "\n"
+
+
+def rendered() -> dict[str, str]:
+    return dict(render(s, i) for i, s in enumerate(scenarios(), 1))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--write", action="store_true", help=f"write {TABLE_DIR.relative_to(REPO)}/*.json")
+    args = parser.parse_args(argv)
+    files = rendered()
+    if not args.write:
+        print("\n".join(files))
+        return 0
+    TABLE_DIR.mkdir(parents=True, exist_ok=True)
+    for stale in TABLE_DIR.glob("*.json"):
+        if stale.name not in files:
+            stale.unlink()
+    for name, text in files.items():
+        (TABLE_DIR / name).write_text(text)
+    print(f"wrote {len(files)} scenarios to {TABLE_DIR.relative_to(REPO)}/")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

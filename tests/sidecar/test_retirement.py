@@ -1,0 +1,249 @@
+"""The reference client: what the conformance table cannot show (its inputs' edges, the network, its
+dependencies), and the protocol against real sidecars over emulated engines, round by round."""
+
+import ast
+import json
+import sys
+import threading
+import time
+
+import pytest
+
+from emulation.engine_process import EngineProcess
+from sidecar import retirement
+from sidecar.retirement import Answer, Member, PodRef, Reason, Retirement, Verdict
+from .conformance_scenarios import Sidecar
+from .contract import assert_work
+from .sidecar_process import SidecarProcess, kill_now
+from .test_sampler import RawListener
+
+POD = PodRef("team-a", "llm-0", "uid-llm-0")
+
+
+def test_it_imports_only_the_standard_library():
+    tree = ast.parse(open(retirement.__file__).read())
+    names = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    names |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    assert names - {"__future__"} <= set(sys.stdlib_module_names), names
+
+
+def test_a_replica_has_members_each_at_its_own_url():
+    with pytest.raises(ValueError):
+        Retirement([], 10.0)
+    with pytest.raises(ValueError):
+        Retirement([Member("http://a:1/v1/work"), Member("http://a:1/v1/work")], 10.0)
+
+
+def test_rounds_go_forward_and_a_final_decision_stays():
+    s = Sidecar("http://a:1/v1/work", "llm-0")
+    protocol = Retirement([Member(s.url, POD)], 60.0)
+    protocol.observe(0.0, {s.url: Answer(**s.answer(0.0))})
+    with pytest.raises(ValueError):
+        protocol.observe(-1.0, {})
+    done = protocol.observe(1.1, {s.url: Answer(**s.answer(1.1))})
+    assert done.verdict is Verdict.DELETE and done.speaker == s.url
+    assert protocol.observe(2.2, {s.url: Answer(error="gone")}) is done
+
+
+def test_the_budget_turns_a_hold_into_an_abort_at_its_end_not_before():
+    s = Sidecar("http://a:1/v1/work", "llm-0")
+    protocol = Retirement([Member(s.url, POD)], 2.0)
+    assert protocol.observe(1.999, {s.url: Answer(**s.answer(1.999, "busy"))}).verdict is Verdict.HOLD
+    aborted = protocol.observe(2.0, {s.url: Answer(**s.answer(2.0, "busy"))})
+    assert (aborted.verdict, aborted.reason) == (Verdict.ABORT, Reason.BUSY)
+    assert "budget of 2 s" in aborted.message
+
+
+def test_a_delete_on_the_last_round_of_the_budget_stands():
+    s = Sidecar("http://a:1/v1/work", "llm-0")
+    protocol = Retirement([Member(s.url, POD)], 2.0)
+    protocol.observe(1.0, {s.url: Answer(**s.answer(1.0))})
+    assert protocol.observe(2.5, {s.url: Answer(**s.answer(2.5))}).verdict is Verdict.DELETE
+
+
+def _body_with(path: str, value):
+    body = Sidecar("http://a:1/v1/work", "llm-0").answer(0.0)["body"]
+    node = body
+    *parents, leaf = path.split(".")
+    for key in parents:
+        node = node[key]
+    if value is KeyError:
+        del node[leaf]
+    else:
+        node[leaf] = value
+    return body
+
+
+@pytest.mark.parametrize("path, value", [
+    ("read.idle", 1),  # JSON 1 is not true
+    ("read.seq", True),  # nor is true a number
+    ("read.seq", "3"),
+    ("member.worker_index", None),
+    ("engine.command", KeyError),
+    ("read.started_monotonic_s", "soon"),
+])
+def test_an_answer_with_a_field_of_the_wrong_type_is_no_answer(path, value):
+    protocol = Retirement([Member("http://a:1/v1/work", POD)], 60.0)
+    decision = protocol.observe(0.0, {"http://a:1/v1/work": Answer(status=200, body=_body_with(path, value))})
+    assert (decision.verdict, decision.reason) == (Verdict.HOLD, Reason.UNREADABLE)
+    assert "not a modeldrain.sidecar/v2 answer" in decision.message
+
+
+@pytest.mark.parametrize("body", [None, [], "idle"])
+def test_a_body_that_is_not_an_object_is_no_answer(body):
+    protocol = Retirement([Member("http://a:1/v1/work", POD)], 60.0)
+    assert protocol.observe(0.0, {"http://a:1/v1/work": Answer(status=200, body=body)}).reason is Reason.UNREADABLE
+
+
+def test_a_member_missing_from_the_round_holds():
+    protocol = Retirement([Member("http://a:1/v1/work", POD)], 60.0)
+    decision = protocol.observe(0.0, {})
+    assert decision.reason is Reason.UNREADABLE and "no answer in this round" in decision.message
+
+
+@pytest.mark.parametrize("text, url", [
+    ("http://10.0.0.7:8490", "http://10.0.0.7:8490/v1/work"),
+    ("http://10.0.0.7:8490/", "http://10.0.0.7:8490/v1/work"),
+    ("https://[fd00::7]:8490/v1/work", "https://[fd00::7]:8490/v1/work"),
+    ("http://pod.ns.svc:8490/v1/work?x=1#y", "http://pod.ns.svc:8490/v1/work"),
+])
+def test_member_urls(text, url):
+    assert retirement.work_url(text) == url
+
+
+@pytest.mark.parametrize("text", ["10.0.0.7:8490", "ftp://h/", "http://", "http://h:99999/", "http://h:x/"])
+def test_bad_member_urls(text):
+    with pytest.raises(ValueError):
+        retirement.work_url(text)
+
+
+@pytest.mark.parametrize("reply, problem", [
+    (b"", "RemoteDisconnected"),
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nnope!", "not JSON"),
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 300000\r\n\r\n" + b"[" * 300000, "answer over"),
+])
+def test_what_the_network_does_becomes_an_answer_not_an_exception(reply, problem):
+    with RawListener(reply) as listener:
+        answer = retirement.read_member(f"http://127.0.0.1:{listener.port}", timeout_s=2.0)
+    assert answer.error is not None and problem in answer.error, answer
+
+
+def test_a_refused_connection_and_a_timeout_are_answers():
+    with RawListener(b"") as listener:
+        port = listener.port
+    assert "ConnectionRefused" in retirement.read_member(f"http://127.0.0.1:{port}", timeout_s=1.0).error
+    with EngineProcess("--kind", "vllm") as engine:  # a listener that never answers /v1/work in time
+        engine.misbehave("hang")
+        started = time.monotonic()
+        answer = retirement.read_member(f"http://127.0.0.1:{engine.port}/metrics", timeout_s=0.3)
+        assert time.monotonic() - started < 2.0
+        kill_now(engine)
+    assert "timed out" in answer.error
+
+
+def test_the_token_file_holds_one_token(tmp_path):
+    path = tmp_path / "token"
+    path.write_text("abc\n")
+    assert retirement.read_token(str(path)) == "abc"
+    for bad in ("", "a b", "x" * 5000):
+        path.write_text(bad)
+        with pytest.raises(ValueError):
+            retirement.read_token(str(path))
+
+
+# --- against real sidecars, round by round ---
+
+def _pod_env(name: str, **extra: str) -> dict[str, str]:
+    return {"POD_NAMESPACE": "team-a", "POD_NAME": name, "POD_UID": f"uid-{name}", **extra}
+
+
+def _rounds(protocol: Retirement, members, rounds: int, interval_s: float = retirement.ROUND_INTERVAL_S,
+            between=None):
+    """Run the protocol for up to `rounds` rounds; each answer is also checked against the contract."""
+    started_at = time.monotonic()
+    seen = []
+    for i in range(rounds):
+        round_at = time.monotonic()
+        answers = {m.url: retirement.read_member(m.url, timeout_s=5.0) for m in members}
+        for answer in answers.values():
+            if answer.status == 200:
+                assert_work(answer.body)
+        decision = protocol.observe(round_at - started_at, answers)
+        seen.append((decision.verdict.value, decision.reason.value))
+        if decision.verdict.final:
+            break
+        if between is not None:
+            between(i)
+        time.sleep(max(0.0, round_at + interval_s - time.monotonic()))
+    return seen
+
+
+@pytest.fixture(scope="module")
+def idle_vllm():
+    with EngineProcess("--kind", "vllm") as engine:
+        yield engine
+        kill_now(engine)
+
+
+def test_a_single_pod_goes_from_busy_to_deletable_exactly_on_its_second_idle_read(idle_vllm, tmp_path):
+    with SidecarProcess("--port", str(idle_vllm.port), "--engine", "vllm", "--read-timeout", "0.5",
+                        "--proc-root", str(tmp_path), env=_pod_env("llm-0")) as s:
+        member = Member(s.base_url, POD)
+        request = threading.Thread(target=idle_vllm.request, args=("POST", "/v1/completions", {"duration_s": 1.6}),
+                                   kwargs={"timeout_s": 10})
+        request.start()
+        time.sleep(0.2)
+        try:
+            seen = _rounds(Retirement([member], 30.0), [member], 8)
+        finally:
+            request.join()
+    busy = seen.index(("hold", "one_idle_read"))
+    assert busy >= 1 and set(seen[:busy]) == {("hold", "busy")}, seen
+    assert seen[busy + 1:] == [("delete", "idle_twice")], seen
+
+
+def test_a_leader_with_a_worker_answers_through_the_leader(idle_vllm, tmp_path):
+    with RawListener(b"") as nothing:  # the worker's engine serves no metrics
+        with SidecarProcess("--port", str(idle_vllm.port), "--engine", "vllm", "--read-timeout", "0.5",
+                            "--proc-root", str(tmp_path),
+                            env=_pod_env("llm-1-0", LWS_WORKER_INDEX="0", LWS_GROUP_SIZE="2",
+                                         MEMBER_CONFIGURATION="rev-3")) as leader, \
+                SidecarProcess("--port", str(nothing.port), "--engine", "vllm", "--read-timeout", "0.5",
+                               "--proc-root", str(tmp_path),
+                               env=_pod_env("llm-1-1", LWS_WORKER_INDEX="1", LWS_GROUP_SIZE="2",
+                                            MEMBER_CONFIGURATION="rev-3")) as worker:
+            members = [Member(leader.base_url, PodRef("team-a", "llm-1-0", "uid-llm-1-0")),
+                       Member(worker.base_url, PodRef("team-a", "llm-1-1", "uid-llm-1-1"))]
+            assert _rounds(Retirement(members, 30.0), members, 4) == [("hold", "one_idle_read"),
+                                                                      ("delete", "idle_twice")]
+            # The same two Pods read as a replica of one: the size does not match, so it holds.
+            alone = [members[1]]
+            assert _rounds(Retirement(alone, 30.0), alone, 1) == [("hold", "size_mismatch")]
+
+
+def test_an_engine_restarted_between_the_reads_holds_then_counts_again(tmp_path):
+    with EngineProcess("--kind", "vllm") as engine, \
+            SidecarProcess("--port", str(engine.port), "--engine", "vllm", "--read-timeout", "0.5",
+                           "--proc-root", str(tmp_path), env=_pod_env("llm-0")) as s:
+        member = Member(s.base_url, POD)
+
+        def restart_after_first(i):
+            if i == 0:
+                engine.misbehave("restart", down_s=0.2)
+                time.sleep(0.4)  # the sidecar must see the listener gone, or the start time change
+        seen = _rounds(Retirement([member], 30.0), [member], 6, between=restart_after_first)
+        kill_now(engine)
+    assert seen == [("hold", "one_idle_read"), ("hold", "engine_restarted"), ("hold", "one_idle_read"),
+                    ("delete", "idle_twice")]
+
+
+def test_the_clients_constants_agree_with_the_sidecar_and_the_hook():
+    # The client restates them to stay self-contained; here they are held to their one home.
+    from hook.constants import POLL_INTERVAL_S, READ_TIMEOUT_S
+    from sidecar.constants import MIN_READ_INTERVAL_S, SCHEMA_VERSION, WORK_WAIT_SLACK_S
+
+    assert retirement.SCHEMA == SCHEMA_VERSION
+    assert retirement.MIN_IDLE_GAP_S == POLL_INTERVAL_S  # the hook's reads are 1 s apart too
+    sidecar_bound_s = 2 * READ_TIMEOUT_S + MIN_READ_INTERVAL_S + WORK_WAIT_SLACK_S  # sidecar/cli.py work_wait_s
+    assert sidecar_bound_s < retirement.REQUEST_TIMEOUT_S < sidecar_bound_s + 2
+    assert retirement.MIN_IDLE_GAP_S < retirement.ROUND_INTERVAL_S
