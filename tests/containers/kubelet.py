@@ -408,6 +408,21 @@ class Pod:
         done = self.podman.run("exec", self.cname(container), *argv, timeout_s=timeout_s, check=False)
         return Exec(container, list(argv), started_at, time.monotonic(), done.returncode, done.stdout, done.stderr)
 
+    def http_hook(self, container: dict[str, Any], get: dict[str, Any]) -> Exec:
+        """kubelet's httpGet hook: GET the Pod's address, the port resolved on the hook's own
+        container, no client timeout but the grace, the status ignored (recorded as `code`)."""
+        if set(get) - {"port", "path"}:
+            raise Unsupported(f"httpGet hook {get}")
+        port, path = self._port(container, get["port"]), get.get("path", "/")
+        started_at = time.monotonic()
+        try:
+            status, body = call_in_netns(self.netns_path, lambda: http_get(port, path, timeout_s=self.grace_s),
+                                         timeout_s=self.grace_s + 5)
+            code, out, err = status, body.decode(errors="replace"), ""
+        except OSError as exc:  # kubelet records FailedPreStopHook and goes on: so does this
+            code, out, err = -1, "", f"{type(exc).__name__}: {exc}"
+        return Exec(container["name"], ["GET", f":{port}{path}"], started_at, time.monotonic(), code, out, err)
+
     def delete(self) -> Deletion:
         deletion = Deletion(started_at=time.monotonic())
         mains = [c for role, c in self._containers() if role == "main" and c["name"] in self.started]
@@ -415,9 +430,15 @@ class Pod:
         lock = threading.Lock()
 
         def kill(container: dict[str, Any]) -> None:
-            command = container.get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command")
-            if command:
-                hook = self.exec(container["name"], command, timeout_s=self.grace_s)
+            pre_stop = container.get("lifecycle", {}).get("preStop", {})
+            if set(pre_stop) - {"exec", "httpGet"}:
+                raise Unsupported(f"preStop {pre_stop}")
+            hook = None
+            if "exec" in pre_stop:
+                hook = self.exec(container["name"], pre_stop["exec"]["command"], timeout_s=self.grace_s)
+            elif "httpGet" in pre_stop:
+                hook = self.http_hook(container, pre_stop["httpGet"])
+            if hook is not None:
                 with lock:
                     deletion.hooks[container["name"]] = hook
             self._stop(container["name"], deletion, lock)

@@ -9,11 +9,12 @@ The Pods run side by side (each in its own network namespace): most of a lifecyc
 
 from __future__ import annotations
 
+import json
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tests.deploy.manifests import PodTemplate, is_sidecar_image, pod_templates, prestop_command
+from tests.deploy.manifests import PodTemplate, is_sidecar_image, pod_templates, prestop_command, prestop_http
 
 from .kubelet import Deletion, Pod
 
@@ -34,6 +35,14 @@ def check(template: PodTemplate, pod: Pod, deletion: Deletion) -> None:
     containers = template.containers()
     assert pod.started == [c["name"] for c in containers]  # every container, in kubelet's order
     for container in template.spec["containers"]:
+        if prestop_http(container):
+            # The engine image holds no hook: the sidecar ran the drain and answered when done.
+            hook = deletion.hooks[container["name"]]
+            assert hook.code == 200, hook
+            answer = json.loads(hook.stdout)
+            assert (answer["outcome"], answer["exit_code"]) == ("idle", 0), answer
+            assert answer["elapsed_s"] >= 5.0  # the route wait, from the request's arrival
+            continue
         if not prestop_command(container):
             continue
         hook = deletion.hooks[container["name"]]

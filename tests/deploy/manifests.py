@@ -142,6 +142,11 @@ def prestop_command(container: dict[str, Any]) -> list[str]:
     return container.get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command", [])
 
 
+def prestop_http(container: dict[str, Any]) -> dict[str, Any]:
+    """A preStop httpGet (drain-sidecar's /v1/drain), or {}."""
+    return container.get("lifecycle", {}).get("preStop", {}).get("httpGet", {})
+
+
 def poststart_command(container: dict[str, Any]) -> list[str]:
     return container.get("lifecycle", {}).get("postStart", {}).get("exec", {}).get("command", [])
 

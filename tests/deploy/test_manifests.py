@@ -13,7 +13,7 @@ from kubernetes_validate import utils as k8s_schema
 from hook import __version__
 from tests.deploy.manifests import (PRESTOP_IMAGE_REPO, SIDECAR_IMAGE_REPO, Document, PodTemplate, documents,
                                     images_built_in_deploy, is_hook_install, is_sidecar_image, manifests,
-                                    pod_templates, poststart_command, prestop_command)
+                                    pod_templates, poststart_command, prestop_command, prestop_http)
 
 DOCUMENTS = documents()
 TEMPLATES = pod_templates(DOCUMENTS)
@@ -93,7 +93,14 @@ def test_every_engine_has_the_hook_with_its_start_guard_and_the_pods_grace(item:
     postStart `prestop version` runs the same unpack at start, so a hook that cannot run there
     fails the Pod's start (FailedPostStartHook) instead of skipping a drain later."""
     engines = [c for c in item.spec["containers"] if prestop_command(c)]
-    assert engines, f"{item.source}: no container has the prestop hook"
+    callers = [c for c in item.spec["containers"] if prestop_http(c)]
+    assert engines or callers, f"{item.source}: no container has the prestop hook, nor calls the sidecar's drain"
+    for container in callers:
+        # No binary in the engine: kubelet GETs the sidecar's drain, by port number (a named port
+        # would be looked up on the hook's own container) and with the Pod's grace.
+        hook = prestop_http(container)
+        assert hook == {"port": SIDECAR_PORT, "path": f"/v1/drain?grace={item.grace_s}"}, hook
+        assert any(is_sidecar_image(c["image"]) for c in item.containers())
     for container in engines:
         command = prestop_command(container)
         assert command[0].endswith("/prestop") and command[1:3] == ["--grace", str(item.grace_s)], command
