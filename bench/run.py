@@ -1,6 +1,6 @@
 """`make bench`: every benchmark, then bench/RESULTS.md (and the raw numbers in bench/results.json).
 
-    python -m bench.run [--quick] [--repeats N] [--jobs N] [--parts drain,prestop,reading,sidecar]
+    python -m bench.run [--quick] [--repeats N] [--jobs N] [--parts prestop,sidecar-start,reading,sidecar,drain]
 
 The cost parts run first, one thing at a time, while the machine is otherwise quiet; then the drain
 matrix, its cells concurrently. `--parts` reruns only those parts and keeps the others' last
@@ -24,14 +24,17 @@ from pathlib import Path
 if __package__ in (None, ""):  # `python bench/run.py`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import cost_prestop, cost_reading, drain_quality, report  # noqa: E402
+from bench import cost_prestop, cost_reading, cost_sidecar, drain_quality, report  # noqa: E402
 from bench.machine import CpuMeter, describe  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-PARTS = ("prestop", "reading", "sidecar", "drain")
+PARTS = ("prestop", "sidecar-start", "reading", "sidecar", "drain")
 
 # Full run / --quick: enough runs for a median and a range, or just enough to see it work.
 PRESTOP_RUNS = (20, 5)
+SIDECAR_START_RUNS = (20, 5)
+SIDECAR_BUNDLE = HERE.parent / "dist" / "drain-sidecar"
+SIDECAR_CONSOLE_SCRIPT = HERE.parent / ".venv" / "bin" / "drain-sidecar"
 READING_ROUNDS = (15, 5)
 SIDECAR_SECONDS = (5.0, 1.0)
 DRAIN_REPEATS_DEFAULT = 3
@@ -60,6 +63,19 @@ def run_prestop(bundle: Path | None, quick: bool) -> dict:
     if bundle is not None:
         result["executables"]["bundle"]["path"] = "dist/prestop"
     result["executables"]["console script"]["path"] = ".venv/bin/prestop"
+    return result
+
+
+def run_sidecar_start(workdir: Path, quick: bool) -> dict:
+    executables = {}
+    if SIDECAR_BUNDLE.is_file():  # a private copy: a `make bundle` meanwhile cannot swap it mid-run
+        executables["bundle"] = workdir / "drain-sidecar"
+        shutil.copy2(SIDECAR_BUNDLE, executables["bundle"])
+    executables["console script"] = SIDECAR_CONSOLE_SCRIPT
+    result = cost_sidecar.measure(executables, SIDECAR_START_RUNS[quick])
+    if "bundle" in executables:
+        result["executables"]["bundle"]["path"] = "dist/drain-sidecar"
+    result["executables"]["console script"]["path"] = ".venv/bin/drain-sidecar"
     return result
 
 
@@ -129,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         shown_as = "dist/prestop" if bundle else ".venv/bin/prestop"
         runners = {
             "prestop": lambda: run_prestop(bundle, args.quick),
+            "sidecar-start": lambda: run_sidecar_start(Path(tmp), args.quick),
             "reading": lambda: run_reading(args.quick),
             "sidecar": lambda: run_sidecar(args.quick),
             "drain": lambda: run_drain(prestop, shown_as, graces_s, repeats, args.jobs),
