@@ -80,3 +80,22 @@ def test_flags_win_over_cmdline():
 ])
 def test_a_prefill_or_decode_server_is_recognized_by_its_own_command(argv, marks):
     assert hint_from_argv(argv).disaggregation == marks
+
+
+def test_proc_scan_counts_only_its_own_pid_namespace(tmp_path):
+    """On a node /proc shows every container's processes; a hook run there must not read another
+    container's engine as its own (a Pod shows only its own namespace)."""
+    root = _fake_proc(tmp_path, [["vllm", "serve", "m", "--port", "8001"],
+                                 ["python3", "-m", "sglang.launch_server", "--port", "30000"]])
+    for pid, namespace in (("self", "pid:[1]"), ("1", "pid:[1]"), ("2", "pid:[2]")):
+        (tmp_path / pid / "ns").mkdir()
+        (tmp_path / pid / "ns" / "pid").symlink_to(namespace)
+    hint = hint_from_proc(root)
+    assert (hint.kind, hint.port) == (EngineKind.VLLM, 8001)
+
+
+def test_proc_scan_counts_a_process_whose_namespace_it_cannot_tell(tmp_path):
+    root = _fake_proc(tmp_path, [["vllm", "serve", "m", "--port", "8001"]])
+    (tmp_path / "self" / "ns").mkdir()
+    (tmp_path / "self" / "ns" / "pid").symlink_to("pid:[1]")
+    assert hint_from_proc(root).kind is EngineKind.VLLM  # no ns/pid to read: counted, as before
