@@ -2,7 +2,7 @@
 # A private, throwaway buildah/podman environment: sourced by build/images.sh (`make images`)
 # and by the container tests' set-up (tests/containers/pod-env.sh).
 #
-#   . build/containers.sh DIR     # select the store in DIR (nothing is created yet)
+#   . build/containers.sh NAME    # select the store NAME of this checkout (nothing is created yet)
 #   containers_install            # apt-get the tools when missing (root only), else exit 3
 #   containers_setup              # remove what a crashed run left in DIR, write the configs
 #   ... buildah / podman commands: they read the CONTAINERS_* variables exported here ...
@@ -24,7 +24,14 @@ set -o pipefail
 CONTAINERS_PACKAGES=(buildah podman runc catatonit)  # catatonit: podman builds its pause image from it
 EXIT_CANNOT_RUN=3  # the caller skips (or, under CI=true, fails) with the reason on stderr
 
-CONTAINERS_DIR=$(realpath -m "${1:?usage: . build/containers.sh DIR}")
+# The store lives in /tmp under a short name, one per checkout and NAME: conmon puts each
+# container's attach socket at DIR/root/vfs-containers/<64 hex>/userdata/attach, and with a DIR
+# longer than 46 characters every attached `podman run` or `podman exec` waits 20 s before it
+# gets its output (measured with podman 4.3 and conmon 2.1.6). A checkout's own build/out/ is
+# usually deeper than that.
+_containers_repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CONTAINERS_DIR="/tmp/modeldrain-$(printf %s "$_containers_repo" | sha256sum | cut -c1-8)-${1:?usage: . build/containers.sh NAME}"
+[ ${#CONTAINERS_DIR} -le 46 ] || { echo "containers: store path too long: $CONTAINERS_DIR" >&2; exit 2; }
 export CONTAINERS_CONF="$CONTAINERS_DIR/containers.conf"
 export CONTAINERS_STORAGE_CONF="$CONTAINERS_DIR/storage.conf"
 export CONTAINERS_REGISTRIES_CONF="$CONTAINERS_DIR/registries.conf"

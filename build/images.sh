@@ -30,7 +30,7 @@ case "$PROGRAM" in
 esac
 
 # shellcheck source=build/containers.sh
-. "$REPO/build/containers.sh" "$REPO/build/out/containers/image-$PROGRAM"
+. "$REPO/build/containers.sh" "img-$PROGRAM"
 containers_require_root
 containers_install
 containers_setup

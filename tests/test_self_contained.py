@@ -16,7 +16,7 @@ NOT_SOURCE = {".git", ".venv", "dist", ".pytest_cache", ".mypy_cache", ".hypothe
 NOT_SOURCE_PATHS = {REPO / "build" / "out"}
 
 # A sibling folder of the checkout, and the machine-local folders this was written in.
-OUTSIDE = re.compile(r"\.\./shared/|(?<![\w.])/work/|/tmp/research|/home/\w+/|/root/\w")
+OUTSIDE = re.compile(r"\.\./shared/|(?<![\w.])(/work/|/tmp/research|/home/\w+/|/root/[\w.])")
 
 
 def source_files() -> list[Path]:

@@ -27,7 +27,7 @@ from .kubelet import Pod
 from .podman import Podman
 
 # One store per pytest-xdist worker: a worker's set-up or clean-up never touches another's.
-STORE = REPO / "build" / "out" / "containers" / f"pods-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"
+STORE = f"pods-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"
 POD_ENV = REPO / "tests" / "containers" / "pod-env.sh"
 EXIT_CANNOT_RUN = 3  # pod-env.sh: this machine cannot run containers (the reason on stderr)
 SETUP_TIMEOUT_S = 900  # a cold CI machine: apt-get, three static executables, the images
@@ -48,7 +48,7 @@ def engine_stand_ins() -> list[str]:
 def podman() -> Iterator[Podman]:
     environment.require_root("podman's private store, fsGroup's ownership and entering a Pod's network")
     builds.require_bundle_toolchain()
-    args = [str(POD_ENV), "setup", str(STORE)]
+    args = [str(POD_ENV), "setup", STORE]
     for name in engine_stand_ins():
         args += ["--tag", name]
     for name, dockerfile in images_built_in_deploy().items():
@@ -59,7 +59,7 @@ def podman() -> Iterator[Podman]:
     assert done.returncode == 0, f"pod-env.sh setup failed ({done.returncode}):\n{done.stderr}"
     store_env = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
     yield Podman(store_env)
-    subprocess.run([str(POD_ENV), "clean", str(STORE)], capture_output=True, text=True, timeout=120, check=True)
+    subprocess.run([str(POD_ENV), "clean", STORE], capture_output=True, text=True, timeout=120, check=True)
 
 
 @pytest.fixture(scope="session")

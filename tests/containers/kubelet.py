@@ -33,6 +33,7 @@ from typing import Any, Mapping
 
 from tests.deploy.manifests import NAMESPACE, PodTemplate
 
+from .dns import NxdomainServer
 from .netns import call_in_netns, http_get
 from .podman import Podman
 
@@ -151,6 +152,7 @@ class Pod:
         self.started: list[str] = []  # containers started, in order
         self.start_log: list[Exec] = []  # postStart hooks and init containers' runs
         self._netns_path: str | None = None
+        self._dns: NxdomainServer | None = None
 
     # --- names ----------------------------------------------------------------------------------
 
@@ -177,6 +179,7 @@ class Pod:
         self.podman.run("start", infra)
         pid = self.podman.output("inspect", "--format", "{{.State.Pid}}", infra)
         self._netns_path = f"/proc/{pid}/ns/net"
+        self._dns = NxdomainServer(self._netns_path)  # the cluster's DNS, as these Pods have it
         self._lay_out_volumes()
         for role, container in self._containers():
             if role == "init":
@@ -467,3 +470,5 @@ class Pod:
 
     def remove(self) -> None:
         self.podman.run("pod", "rm", "--force", "--time", "0", self.name, check=False)
+        if self._dns is not None:
+            self._dns.close()

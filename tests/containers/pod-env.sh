@@ -5,11 +5,13 @@
 #   tests/containers/pod-env.sh setup STORE [--tag NAME]... [--build NAME=DOCKERFILE]...
 #   tests/containers/pod-env.sh clean STORE
 #
+# STORE names the store (build/containers.sh keeps it under a short path in /tmp).
+#
 # setup:
 #   1. buildah, podman, runc, catatonit: apt-get installs them when missing (root only)
 #   2. `make images build/out/images/engine-emulator.tar`: the static executables and their
 #      images, as OCI archives (daemonless; rebuilt only when a source changed)
-#   3. a fresh private store in STORE (build/containers.sh: vfs, runc, loopback-only Pods)
+#   3. a fresh private store (build/containers.sh: vfs, runc, loopback-only Pods)
 #   4. `podman load` of dist/images/prestop.tar, dist/images/drain-sidecar.tar and the
 #      engine emulator's image (the test bed's engine: no Python, no shell, no libc)
 #   5. --tag NAME: the engine emulator's image also answers to NAME (the engine images the
@@ -17,7 +19,7 @@
 #   6. --build NAME=DOCKERFILE: deploy/'s own Dockerfiles (e.g. the engine image with the hook
 #      baked in), built from the images above, offline
 # It prints the environment that selects the store, one KEY=VALUE a line, for the caller.
-# clean: stops and removes everything in STORE.
+# clean: stops and removes everything in the store, and the store.
 # Exit 3, with the reason on stderr, where this machine cannot run containers (not root, or
 # the packages missing and no root to install them): the tests skip on it, except under CI=true.
 set -euo pipefail
