@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: venv demo test typecheck fuzz bundle images bench clean
+.PHONY: venv demo test typecheck lint fuzz bundle images bench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,8 +21,12 @@ demo: venv
 # Three workers on two cores: the suite mostly waits on real clocks (route waits, deadlines).
 PYTEST_WORKERS ?= 3
 
-test: typecheck
+test: lint typecheck
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS)
+
+# ruff, configured in pyproject.toml: unused imports and names, undefined names, syntax errors.
+lint: venv
+	$(BIN)/python -m ruff check .
 
 # The differential tests of the reader and the fetch, with many more generated inputs than
 # `make test` runs (FUZZ_EXAMPLES each; ~10 min at 10000 on 2 cores).

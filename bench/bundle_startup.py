@@ -26,6 +26,12 @@ import tempfile
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+if __package__ in (None, ""):  # `python bench/bundle_startup.py`
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from hook.bundle import tree_bytes  # noqa: E402
 
 IDLE_BODY = (b'vllm:num_requests_running{engine="0",model_name="tiny"} 0.0\n'
              b'vllm:num_requests_waiting{engine="0",model_name="tiny"} 0.0\n')
@@ -106,17 +112,6 @@ def _session_pids(session_id: int) -> list[int]:
     return pids
 
 
-def _tree_bytes(path: str) -> int:
-    total = 0
-    for folder, _, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(folder, name)).st_size
-            except OSError:
-                pass
-    return total
-
-
 def measure_memory(path: str, env: dict, port: int) -> dict:
     process = subprocess.Popen(drain_argv(path, port, SETTLE_S + 2), env=env, start_new_session=True,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -128,7 +123,7 @@ def measure_memory(path: str, env: dict, port: int) -> dict:
             "pss_mib": sum(_pss_kb(p) for p in pids) / 1024,
             "hwm_mib": sum(_status_kb(p, "VmHWM") for p in pids) / 1024,
             "largest_hwm_mib": max(_status_kb(p, "VmHWM") for p in pids) / 1024,
-            "tmp_mib": _tree_bytes(env["TMPDIR"]) / 2**20,
+            "tmp_mib": tree_bytes(env["TMPDIR"]) / 2**20,
         }
     finally:
         os.killpg(process.pid, signal.SIGKILL)  # the whole exec: launchers and Python

@@ -136,7 +136,7 @@ def remove_stale_unpack_dirs(*, proc_root: str = "/proc") -> tuple[list[str], in
     removed, freed = [], 0
     # Where both launchers unpack: $TMPDIR, else /tmp.
     for path in stale_unpack_dirs(os.environ.get("TMPDIR") or "/tmp", now_unix=time.time(), proc_root=proc_root):
-        size = _tree_bytes(path)
+        size = tree_bytes(path)
         shutil.rmtree(path, ignore_errors=True)  # best effort: whatever stays is tried again next start
         if not os.path.exists(path):
             removed.append(path)
@@ -144,7 +144,8 @@ def remove_stale_unpack_dirs(*, proc_root: str = "/proc") -> tuple[list[str], in
     return removed, freed
 
 
-def _tree_bytes(path: str) -> int:
+def tree_bytes(path: str) -> int:
+    """The bytes of the files under path (what an unpack directory holds)."""
     total = 0
     for root, _, files in os.walk(path):
         for name in files:

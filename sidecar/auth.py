@@ -14,7 +14,6 @@ Secret holds replicas (a bounded, safe outcome) rather than opening the API.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import hmac
 import os
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from typing import Callable
 
 from hook.files import SmallFileError, read_small_file
 from sidecar.constants import MAX_TOKEN_FILE_BYTES
+from sidecar.daemon_thread import run_in_daemon_thread
 
 BEARER = "bearer"
 
@@ -67,7 +67,6 @@ class TokenFile:
         self._stamp: _Stamp | None = None
         self._token: bytes | None = None
         self._problem = ""
-        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._refreshing: asyncio.Future[None] | None = None
         read_token(path)  # at start, a bad file is a usage error, not a silent lock-out
         self.refresh()
@@ -76,9 +75,7 @@ class TokenFile:
         """Refresh off the event loop, sharing a refresh already running; raises TimeoutError
         when the file does not answer within timeout_s (the refresh goes on on its thread)."""
         if self._refreshing is None:
-            if self._pool is None:
-                self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="token-file")
-            future = asyncio.get_running_loop().run_in_executor(self._pool, self.refresh)
+            future = asyncio.ensure_future(run_in_daemon_thread(self.refresh, "token-file"))
             self._refreshing = future
             future.add_done_callback(self._refresh_done)
         await asyncio.wait_for(asyncio.shield(self._refreshing), timeout_s)
@@ -90,8 +87,7 @@ class TokenFile:
             self._set(self._stamp, None, f"token file check failed: {future.exception()!r}")
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+        """Nothing to wait for: a refresh still running is on a daemon thread."""
 
     def check(self, authorization: str | None) -> Verdict:
         """Whether an Authorization header value carries the current token (constant-time

@@ -44,6 +44,7 @@ def load_openapi() -> bytes:
 
 async def serve(config: SidecarConfig, log: EventLog) -> int:
     metrics = SidecarMetrics()
+    metrics.watch_log(log)
     sampler = EngineSampler(config.read, metrics, log)
     coalescer: Coalescer[Sample] = Coalescer(sampler.sample, constants.MIN_READ_INTERVAL_S)
     lifecycle = Lifecycle(coalescer, log, linger_max_s=config.linger_max_s,

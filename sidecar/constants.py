@@ -66,8 +66,10 @@ OVERLOADED_DRAIN_S = 0.5
 # A controller reading once a second keeps its connection alive comfortably.
 KEEPALIVE_TIMEOUT_S = 10.0
 
-# At exit, requests still running get this long to finish (a /v1/work waits at most ~2 reads).
-SHUTDOWN_TIMEOUT_S = 5.0
+# At exit, requests still running get this long to finish (aiohttp waits it twice: for the
+# handlers, then for the connections). The exit comes after the linger, which already waited for
+# the engine; a read still pending then is cut rather than holding the Pod's deletion.
+SHUTDOWN_TIMEOUT_S = 1.0
 
 # Calls waiting on GET /v1/drain at once. kubelet calls once per container hook (and may repeat),
 # so a few suffice; past this a call gets 429 at once, and a flood of drain calls (the route needs

@@ -10,6 +10,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.process_collector import ProcessCollector
 
+from hook.events import EventLog
 from hook.outcome import Read, ReadOutcome
 
 # Loopback reads take ~1-20 ms idle and up to the 2 s read timeout when the engine is busy.
@@ -42,6 +43,13 @@ class SidecarMetrics:
         self.requests = Counter(
             "modeldrain_sidecar_requests", "HTTP requests served, by route template and status code.",
             ["route", "code"], registry=self.registry)
+
+    def watch_log(self, log: EventLog) -> None:
+        """Export the log lines a stalled log reader made us drop (the log itself cannot say so)."""
+        dropped = Gauge("modeldrain_sidecar_log_lines_dropped",
+                        "Log lines not written because the log stream did not take them in time.",
+                        registry=self.registry)
+        dropped.set_function(lambda: log.dropped)
 
     def observe_read(self, read: Read, incarnation: int) -> None:
         self.reads.labels(read.outcome.value).inc()

@@ -1,14 +1,11 @@
 """One numbered read of the engine: the hook's reader, run off the event loop.
 
-`hook.reader.read_work` is synchronous (stdlib sockets with an end-to-end deadline), so it
-runs on a single worker thread; the coalescer guarantees one read at a time, and one thread
-bounds it even if that guarantee were broken.
+The reader is synchronous (stdlib sockets and a parse, under one end-to-end deadline), so each
+read runs on a daemon thread (sidecar/daemon_thread.py); the coalescer guarantees one at a time.
 """
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import time
 from dataclasses import dataclass
 
@@ -16,6 +13,7 @@ from hook.config import ReadConfig
 from hook.events import EventLog
 from hook.outcome import Read, ReadOutcome
 from hook.reader import EngineReader
+from sidecar.daemon_thread import run_in_daemon_thread
 from sidecar.idle_run import IdleRunTracker
 from sidecar.incarnation import Incarnation, IncarnationTracker, Observation
 from sidecar.metrics import SidecarMetrics
@@ -38,12 +36,11 @@ class EngineSampler:
         self._metrics = metrics
         self._tracker = IncarnationTracker()
         self._idle_run = IdleRunTracker()
-        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine-read")
 
     async def sample(self, seq: int) -> Sample:
         started_at_unix = time.time()
         c = self._config
-        read = await asyncio.get_running_loop().run_in_executor(self._pool, self._reader.read, c.read_timeout_s)
+        read = await run_in_daemon_thread(lambda: self._reader.read(c.read_timeout_s), "engine-read")
         observation = Observation(
             answered=read.outcome is not ReadOutcome.REFUSED,
             process_start_time=read.process_start_time,
@@ -55,5 +52,4 @@ class EngineSampler:
         return Sample(seq, started_at_unix, read, incarnation, self._reader.target.url, idle_run_since_seq)
 
     def close(self) -> None:
-        # A read still running ends by its own deadline; do not wait for it.
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        """Nothing to wait for: a read still running ends by its own deadline, on a daemon thread."""

@@ -5,7 +5,6 @@ own default command works (`docker run modeldrain/prestop:0.1.0` prints the vers
 from __future__ import annotations
 
 import json
-import subprocess
 import tarfile
 
 import pytest

@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import time
 
-import pytest
-
 from emulation.engine_process import EngineProcess
 from emulation.kubelet import delete_pod
 from emulation.load import LoadGenerator, UniformDurations
@@ -67,3 +65,20 @@ def test_sglang_split_role_gets_sigterm_by_g_minus_20_and_loses_nothing_for_it()
     assert started["exit_reserve_s"] == 5.0 and changed["exit_reserve_s"] == 20.0
     assert report.hook_exit_code == 10 and grace_s - 20 <= report.hook_returned_at <= grace_s - 20 + 0.5
     assert report.cut == 0 and report.completed == 2
+
+
+def test_a_shortened_grace_abandons_the_hook_at_that_grace():
+    # kubectl delete --grace-period=10 (or an eviction with a shorter grace) on a Pod whose spec says
+    # 30: the hook was rendered with --grace 30, kubelet's timer runs for 10. kubelet abandons the
+    # hook at 10 s and sends SIGTERM then, with its 2 s extension before SIGKILL: what the README's
+    # "When the grace is shortened" describes. The hook cannot read the shortened grace (no downward
+    # API field carries it), so the engine gets 2 s to exit instead of the 5 s reserve.
+    with EngineProcess("--kind", "vllm") as engine:
+        load = LoadGenerator(engine.base_url, concurrency=1, durations=UniformDurations(60, 60), seed=2,
+                             max_requests=1).start()
+        time.sleep(1.0)
+        report = delete_pod(engine, hook_argv(30, engine.port), 10, load=load, route_drop_after_s=0.5)
+    assert report.hook_abandoned and report.hook_returned_at is None
+    assert 10.0 <= report.sigterm_at <= 10.5
+    assert report.cut == 1  # the running request: it would have been cut at G - 5 = 25 s anyway
+    assert report.engine_exited_at <= 12.5  # vLLM exits ~2 s after SIGTERM, inside the extension

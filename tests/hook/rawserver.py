@@ -17,6 +17,7 @@ class RawServer:
         self._sock = socket.create_server(("127.0.0.1", 0))
         self.port = self._sock.getsockname()[1]
         self.connections = 0
+        self.requests: list[bytes] = []  # what each connection sent before the answer
         self._closed = threading.Event()
         threading.Thread(target=self._serve, daemon=True).start()
 
@@ -40,6 +41,7 @@ class RawServer:
                 if not chunk:
                     return
                 data += chunk
+            self.requests.append(data)
             self._respond(conn)
         except OSError:
             pass  # the client gave up (that is what several tests provoke)

@@ -82,6 +82,13 @@ def test_a_prefill_or_decode_server_is_recognized_by_its_own_command(argv, marks
     assert hint_from_argv(argv).disaggregation == marks
 
 
+@pytest.mark.parametrize("port", ["\u00b2", "\u0663\u0663", "99999", "0", "8_000", "+80", ""])
+def test_a_port_the_engine_could_not_listen_on_is_no_port(port):
+    # '²' passes str.isdigit() but not int(): it must not crash prestop, check or the sidecar at start.
+    hint = hint_from_argv(["vllm", "serve", "m", "--port", port])
+    assert hint is not None and hint.kind is EngineKind.VLLM and hint.port is None
+
+
 def test_proc_scan_counts_only_its_own_pid_namespace(tmp_path):
     """On a node /proc shows every container's processes; a hook run there must not read another
     container's engine as its own (a Pod shows only its own namespace)."""

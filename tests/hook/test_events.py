@@ -10,6 +10,7 @@ import pytest
 
 from hook import events
 from hook.events import MAX_LINE_BYTES, WRITE_WAIT_S, EventLog, fit_line, utc_timestamp
+from tests.pipes import fill
 
 
 @pytest.fixture
@@ -35,17 +36,6 @@ def read_lines(fd: int) -> list[dict]:
             break
         data += chunk
     return [json.loads(line) for line in data.decode("ascii").splitlines()]
-
-
-def fill(fd: int) -> None:
-    """Fill a pipe until it takes no more: a log reader that stopped reading."""
-    os.set_blocking(fd, False)
-    try:
-        while True:
-            os.write(fd, b"x" * 65536)
-    except BlockingIOError:
-        pass
-    os.set_blocking(fd, True)
 
 
 def test_every_line_carries_the_same_bookkeeping(pipe):

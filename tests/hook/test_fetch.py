@@ -2,7 +2,6 @@
 
 import socket
 import ssl
-import threading
 import time
 
 import pytest
@@ -27,25 +26,10 @@ def failure(target, **kwargs) -> FetchError:
     return raised.value
 
 
-def test_request_is_a_plain_get_for_the_text_format():
-    requests = []
-    server = socket.create_server(("127.0.0.1", 0))
-    port = server.getsockname()[1]
-
-    def one():
-        conn, _ = server.accept()
-        data = b""
-        while b"\r\n\r\n" not in data:
-            data += conn.recv(4096)
-        requests.append(data)
-        conn.sendall(http_response(BODY))
-        conn.close()
-
-    t = threading.Thread(target=one)
-    t.start()
+def test_request_is_a_plain_get_for_the_text_format(serve):
+    port = serve(canned(http_response(BODY))).port
     response = get(Target("http", port, "/metrics?x=1"))
-    t.join(5)
-    server.close()
+    requests = serve.servers[0].requests
     assert response.status == 200 and response.body == BODY
     assert response.content_type == "text/plain; version=0.0.4"
     head = requests[0].decode("ascii").split("\r\n")

@@ -2,7 +2,7 @@
 
 import json
 import socket
-import threading
+from dataclasses import replace
 
 import pytest
 
@@ -113,27 +113,12 @@ def test_refused_and_a_name_that_no_longer_resolves_mean_the_leader_is_gone():
     assert gone.outcome is ReadOutcome.REFUSED and "not found" in gone.detail
 
 
-def test_the_token_is_sent_and_an_unreadable_token_file_is_waited_on(tmp_path):
+def test_the_token_is_sent_and_an_unreadable_token_file_is_waited_on(serve, tmp_path):
     token = tmp_path / "token"
     token.write_text("s3cret\n")
-    captured = []
-    server = socket.create_server(("127.0.0.1", 0))
-
-    def one():
-        conn, _ = server.accept()
-        data = b""
-        while b"\r\n\r\n" not in data:
-            data += conn.recv(4096)
-        captured.append(data)
-        conn.sendall(http_response(answer(1), content_type="application/json"))
-        conn.close()
-
-    t = threading.Thread(target=one)
-    t.start()
-    target = Target("http", server.getsockname()[1], "/v1/work")
+    target = replace(serve(canned(http_response(answer(1), content_type="application/json"))), path="/v1/work")
     assert LeaderReader(LeaderConfig(target, str(token), "test")).read(2.0).outcome is ReadOutcome.IDLE
-    t.join(5)
-    server.close()
+    captured = serve.servers[0].requests
     assert b"Authorization: Bearer s3cret\r\n" in captured[0] and b"Accept: application/json\r\n" in captured[0]
     missing = LeaderReader(LeaderConfig(target, str(tmp_path / "nope"), "test")).read(1.0)
     assert missing.outcome is ReadOutcome.UNAVAILABLE and "--leader-token-file" in missing.detail

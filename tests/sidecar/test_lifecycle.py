@@ -74,3 +74,34 @@ def test_an_engine_still_loading_does_not_hold_the_sidecar():
         assert s.get_json("/readyz")[0] == 200  # loading is no reason to be unready
         s.send_signal(signal.SIGTERM)
         assert s.wait(5) == 0
+
+
+def test_a_read_stuck_on_the_engine_does_not_hold_the_exit_past_the_linger_bound():
+    # The engine accepts and never answers, and reads may take 30 s: a read is in flight when SIGTERM
+    # comes. The sidecar leaves at its linger bound (1 s) plus the handlers' shutdown allowance, not
+    # when the read would end.
+    import socket
+
+    engine = socket.create_server(("127.0.0.1", 0))
+    try:
+        with SidecarProcess("--port", str(engine.getsockname()[1]), "--engine", "vllm", "--read-timeout", "30",
+                            "--linger-max", "1") as s:
+            cut = []
+
+            def wait_for_work():
+                try:
+                    s.request("GET", "/v1/work", timeout_s=40)
+                except ConnectionError as exc:
+                    cut.append(exc)  # the exit cuts the request that waits on the stuck read
+
+            waiter = threading.Thread(target=wait_for_work, daemon=True)
+            waiter.start()
+            time.sleep(0.5)  # the read is in flight
+            sent_at = time.monotonic()
+            s.send_signal(signal.SIGTERM)
+            assert s.wait(15) == 0
+            assert time.monotonic() - sent_at < 5.0  # 1 s linger, 2 x 1 s for handlers, slack: not 30 s
+            waiter.join(5)
+            assert cut
+    finally:
+        engine.close()

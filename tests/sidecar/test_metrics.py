@@ -43,3 +43,19 @@ def test_requests_are_counted_by_route_template_and_code():
     values = samples(metrics)
     assert values[("modeldrain_sidecar_requests_total", (("code", "200"), ("route", "/v1/work")))] == 1
     assert values[("modeldrain_sidecar_requests_total", (("code", "404"), ("route", "other")))] == 1
+
+
+def test_dropped_log_lines_are_exported(tmp_path):
+    import os
+
+    from hook.events import EventLog
+
+    r, w = os.pipe()
+    os.close(r)  # the log's reader is gone: every line is dropped
+    log = EventLog("drain-sidecar", stream_fd=w)
+    metrics = SidecarMetrics()
+    metrics.watch_log(log)
+    log.emit("one")
+    log.emit("two")
+    assert samples(metrics)[("modeldrain_sidecar_log_lines_dropped", ())] == 2
+    os.close(w)

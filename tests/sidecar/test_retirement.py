@@ -2,7 +2,6 @@
 dependencies), and the protocol against real sidecars over emulated engines, round by round."""
 
 import ast
-import json
 import sys
 import threading
 import time
