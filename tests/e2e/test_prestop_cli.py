@@ -13,6 +13,7 @@ import pytest
 from emulation.engine_process import EngineProcess, free_port
 
 from tests.engine_work import send_requests
+from tests.pipes import fill
 
 from .prestop_run import FAST, NO_PROCESSES, PRESTOP, run_prestop, start_prestop
 
@@ -52,7 +53,8 @@ def test_help_documents_exit_codes_and_the_last_line():
 
 
 def check(*args):
-    proc = subprocess.run([PRESTOP, "check", *args], capture_output=True, text=True, timeout=10)
+    proc = subprocess.run([PRESTOP, "check", "--proc-root", NO_PROCESSES, *args], capture_output=True, text=True,
+                          timeout=10)
     return proc.returncode, json.loads(proc.stdout) if proc.stdout else None
 
 
@@ -76,8 +78,8 @@ def test_state_changes_are_mirrored_to_the_container_log(tmp_path):
     mirror.touch()
     with EngineProcess("--kind", "vllm") as engine:
         send_requests(engine, 1, duration_s=2.0)
-        proc = subprocess.run([PRESTOP, *FAST, "--grace", "30", "--port", str(engine.port),
-                               "--log-mirror", str(mirror)], capture_output=True, text=True, timeout=60)
+        proc = subprocess.run([PRESTOP, "--proc-root", NO_PROCESSES, *FAST, "--grace", "30", "--port",
+                               str(engine.port), "--log-mirror", str(mirror)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0
     mirrored = [json.loads(line) for line in mirror.read_text().splitlines()]
     assert [e["event"] for e in mirrored] == ["drain_started", "read_state", "read_state", "drain_finished"]
@@ -89,7 +91,7 @@ def test_state_changes_are_mirrored_to_the_container_log(tmp_path):
 
 def test_an_unwritable_container_log_is_reported_not_fatal(tmp_path):
     with EngineProcess("--kind", "vllm") as engine:
-        proc = subprocess.run([PRESTOP, *FAST, "--port", str(engine.port), "--log-mirror",
+        proc = subprocess.run([PRESTOP, "--proc-root", NO_PROCESSES, *FAST, "--port", str(engine.port), "--log-mirror",
                                str(tmp_path / "no" / "such" / "fd")], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0
     started = json.loads(proc.stderr.splitlines()[0])
@@ -164,13 +166,7 @@ def test_closed_stdout_and_stderr_do_not_stop_the_drain():
 def test_a_log_reader_that_stalls_does_not_stall_the_drain(tmp_path):
     # stderr is a pipe nobody reads, already full: the drain still returns on time.
     read_end, write_end = os.pipe()
-    os.set_blocking(write_end, False)
-    try:
-        while True:
-            os.write(write_end, b"x" * 65536)
-    except BlockingIOError:
-        pass
-    os.set_blocking(write_end, True)
+    fill(write_end)
     try:
         with EngineProcess("--kind", "vllm") as engine:
             started = time.monotonic()
