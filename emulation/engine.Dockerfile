@@ -14,7 +14,13 @@ WORKDIR /src
 COPY build/bundle.sh build/image-root.sh build/stamp.py build/requirements-bundle.txt build/engine-emulator.spec build/
 COPY hook/ hook/
 COPY emulation/ emulation/
-RUN build/bundle.sh engine-emulator \
+# Where PyPI is not reachable: a package index, and the PEM text of the CA that signs it.
+ARG PIP_INDEX_URL=""
+ARG PIP_CA_PEM=""
+RUN if [ -n "${PIP_INDEX_URL}" ]; then export PIP_INDEX_URL; else unset PIP_INDEX_URL; fi \
+    && if [ -n "${PIP_CA_PEM}" ]; then printf '%s\n' "${PIP_CA_PEM}" > /etc/pip-ca.pem \
+         && export PIP_CERT=/etc/pip-ca.pem; fi \
+    && build/bundle.sh engine-emulator \
     && build/image-root.sh engine-emulator /out \
     && rm -rf /var/lib/apt/lists/*
 

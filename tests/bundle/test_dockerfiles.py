@@ -58,7 +58,7 @@ def test_the_final_stage_is_scratch_with_the_laid_out_root(name):
     assert f"build/bundle.sh {program}" in run and f"build/image-root.sh {program} /out" in run
 
 
-@pytest.mark.parametrize("name", ["Dockerfile.hook", "Dockerfile.sidecar"])
+@pytest.mark.parametrize("name", IMAGES)
 def test_the_build_stage_takes_a_package_index_and_its_ca(name):
     lines = instructions((REPO / name).read_text())
     assert 'ARG PIP_INDEX_URL=""' in lines and 'ARG PIP_CA_PEM=""' in lines
