@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Iterable
 
+from bench import reliability_report
 from bench.drain_quality import SCENARIOS, Strategy
 from bench.spread import MIN_RUNS_TO_JUDGE, Spread, Verdict, compare_paired
 from sidecar.constants import MIN_READ_INTERVAL_S
@@ -359,7 +360,7 @@ def _retirement_lines(cases: list[dict]) -> list[str]:
 
 def _contention_lines(results: dict) -> list[str]:
     lines = []
-    for part in ("prestop", "sidecar-start", "reading", "sidecar", "drain"):
+    for part in ("prestop", "sidecar-start", "reading", "sidecar", "reliability", "drain"):
         cpu = results.get(part, {}).get("cpu")
         if not cpu:
             continue
@@ -410,6 +411,8 @@ def render(results: dict) -> str:
         lines += _reading_section(results["reading"])
     if "sidecar" in results:
         lines += _sidecar_section(results["sidecar"])
+    if "reliability" in results:
+        lines += reliability_report.section(results["reliability"])
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -1,6 +1,6 @@
 """`make bench`: every benchmark, then bench/RESULTS.md (and the raw numbers in bench/results.json).
 
-    python -m bench.run [--quick] [--repeats N] [--jobs N] [--parts prestop,sidecar-start,reading,sidecar,drain]
+    python -m bench.run [--quick] [--repeats N] [--jobs N] [--parts prestop,sidecar-start,reading,sidecar,reliability,drain]
 
 The cost parts run first, one thing at a time, while the machine is otherwise quiet; then the drain
 matrix, its cells concurrently. `--parts` reruns only those parts and keeps the others' last
@@ -24,11 +24,11 @@ from pathlib import Path
 if __package__ in (None, ""):  # `python bench/run.py`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import cost_prestop, cost_reading, cost_sidecar, drain_quality, report  # noqa: E402
+from bench import cost_prestop, cost_reading, cost_sidecar, drain_quality, reliability, report  # noqa: E402
 from bench.machine import CpuMeter, describe  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-PARTS = ("prestop", "sidecar-start", "reading", "sidecar", "drain")
+PARTS = ("prestop", "sidecar-start", "reading", "sidecar", "reliability", "drain")
 
 # Full run / --quick: enough runs for a median and a range, or just enough to see it work.
 PRESTOP_RUNS = (20, 5)
@@ -97,6 +97,13 @@ def run_sidecar(quick: bool) -> dict:
                 "report": json.loads(out.read_text())}
 
 
+def run_reliability(bundle: Path | None, quick: bool) -> dict:
+    """Issue 12's figures: hostile inputs, fuzzing, the sidecar under attack (bench/reliability.py)."""
+    executables = {"bundle": bundle} if bundle is not None else {}
+    executables["console"] = drain_quality.CONSOLE_SCRIPT
+    return reliability.measure(executables, quick, progress=_log)
+
+
 def run_drain(prestop: Path, shown_as: str, graces_s: tuple[float, ...], repeats: int, jobs: int) -> dict:
     cells = drain_quality.cells(graces_s, repeats)
     _log(f"drain quality: {len(cells)} deletions, {jobs} at a time, prestop = {prestop}")
@@ -115,7 +122,8 @@ def run_drain(prestop: Path, shown_as: str, graces_s: tuple[float, ...], repeats
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true",
-                        help="one repeat, G = 30 only, fewer cost runs: a check that it all works (~1.5 min)")
+                        help="one repeat, G = 30 only, fewer cost runs, a short reliability part: a check that "
+                             "it all works (~3.5 min)")
     parser.add_argument("--repeats", type=int, default=None,
                         help=f"deletions per drain cell (default {DRAIN_REPEATS_DEFAULT}; 1 with --quick)")
     parser.add_argument("--jobs", type=int, default=drain_quality.DEFAULT_JOBS, help="concurrent deletions")
@@ -148,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
             "sidecar-start": lambda: run_sidecar_start(Path(tmp), args.quick),
             "reading": lambda: run_reading(args.quick),
             "sidecar": lambda: run_sidecar(args.quick),
+            "reliability": lambda: run_reliability(bundle, args.quick),
             "drain": lambda: run_drain(prestop, shown_as, graces_s, repeats, args.jobs),
         }
         for part in PARTS:

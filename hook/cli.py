@@ -11,7 +11,6 @@ import json
 import os
 import signal
 import sys
-import time
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -145,19 +144,20 @@ def _check_parser() -> argparse.ArgumentParser:
 
 
 def drain(argv: list[str]) -> int:
+    from hook.clock import exec_started_at
     from hook.events import EventLog, Sink
 
     log: EventLog | None = None
     fields: dict[str, Any]
-    started_at = time.monotonic()  # until /proc says when the exec happened
+    # The deadline counts from the exec (kubelet's grace clock), read from /proc, not from now. A
+    # stop signal meanwhile is only remembered (not armed yet), so even an early stop's final line
+    # counts its elapsed time from the exec.
+    started_at = exec_started_at()
     try:
         _SIGNALS.arm()
-        from hook.clock import exec_started_at
         from hook.config import resolve_drain_config
         from hook.drain import run_drain
 
-        # The deadline counts from the exec (kubelet's grace clock), read from /proc, not from now.
-        started_at = exec_started_at()
         args = _drain_parser().parse_args(argv)
         log = EventLog("prestop", started_at=started_at, mirror_path=None if args.quiet else args.log_mirror)
         _remove_leftovers(log)

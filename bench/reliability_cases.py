@@ -1,0 +1,248 @@
+"""The catalogue of hostile inputs `prestop` is run against: what the engine, the Pod and the node do.
+
+Each case says what answers on the engine's port, what else is hostile (flags, files, log pipes,
+signals, descriptors), whether the engine is truly idle, and which exit codes a correct hook
+gives. The truth comes from the case, never from the hook: a served body's work is what its
+gauges say (for the corpus of bodies that once broke a reader, prometheus-client's parse of the
+whole body, tests/hook/metrics_oracle.py, decides), and an emulated engine holds requests.
+
+Every drain runs with a short window so that a case costs seconds: G = GRACE_S, exit reserve
+EXIT_RESERVE_S, first read after ROUTE_WAIT_S, so the deadline is DEADLINE_S after the exec.
+"""
+
+from __future__ import annotations
+
+import enum
+import signal
+from dataclasses import dataclass
+
+from bench import reliability_bodies as bodies
+from hook.constants import READ_TIMEOUT_S
+from hook.exitcodes import ExitCode
+from hook.gauges import EngineKind, Role
+from tests.hook.metrics_oracle import oracle_series, oracle_verdict
+
+GRACE_S = 4.0
+EXIT_RESERVE_S = 2.0
+ROUTE_WAIT_S = 0.5
+DEADLINE_S = GRACE_S - EXIT_RESERVE_S
+DRAIN_ARGS = ("--grace", f"{GRACE_S:g}", "--exit-reserve", f"{EXIT_RESERVE_S:g}", "--route-wait", f"{ROUTE_WAIT_S:g}")
+
+# What a correct hook ends with.
+DRAINED = frozenset({ExitCode.OK})
+DEADLINE = frozenset({ExitCode.DEADLINE})
+EITHER = frozenset({ExitCode.OK, ExitCode.DEADLINE})  # idle when it can be certain in time, else waiting
+UNMEASURABLE = frozenset({ExitCode.UNMEASURABLE})
+USAGE = frozenset({ExitCode.USAGE})
+CHECK_BUSY = frozenset({ExitCode.BUSY})
+# A SIGTERM before the handler is installed (the interpreter starting, or a bundle's launchers
+# unpacking: hook/bundle.py) ends the process by the signal's default action: documented, and the
+# bundle's next start removes what it left in $TMPDIR.
+TERMINATED_OR_KILLED_BEFORE_THE_HANDLER = frozenset({ExitCode.TERMINATED, -signal.SIGTERM})
+
+# Every status the drain and `prestop check` may end with (hook/cli.py EXIT_CODES_HELP).
+DOCUMENTED_DRAIN_CODES = frozenset({0, 2, 10, 11, 130, 143})
+DOCUMENTED_CHECK_CODES = frozenset({0, 1, 2, 11})
+
+
+@dataclass(frozen=True)
+class Canned:
+    """The whole response, sent after the request's head, then the connection closes."""
+
+    payload: bytes
+
+
+@dataclass(frozen=True)
+class Streamed:
+    """`head`, then `repeat` every `every_s` for as long as the reader stays: an answer that never ends."""
+
+    head: bytes
+    repeat: bytes
+    every_s: float
+
+
+@dataclass(frozen=True)
+class Emulated:
+    """The engine emulator (vLLM) with requests in flight, misbehaving in this mode
+    (emulation/misbehaviour.py)."""
+
+    mode: str
+
+
+@dataclass(frozen=True)
+class NothingListens:
+    """A port nothing listens on: connections are refused."""
+
+
+Served = Canned | Streamed | Emulated | NothingListens
+Scripted = Canned | Streamed | NothingListens  # what the bench's own listener (or none) serves
+
+
+class Stdio(enum.Enum):
+    PIPES = "pipes"  # stdout and stderr are pipes the bench reads
+    STDERR_CLOSED = "stderr closed"  # descriptor 2 closed at the exec
+    STDERR_STALLED = "stderr stalled"  # stderr a pipe already full that nobody reads
+    MIRROR_STALLED = "mirror stalled"  # not --quiet: the container-log mirror is a full FIFO nobody reads
+
+
+@dataclass(frozen=True)
+class Signal:
+    signum: int
+    at_s: float  # after the exec
+
+
+@dataclass(frozen=True)
+class HostileCase:
+    name: str
+    group: str
+    served: Served
+    idle_is_true: bool  # the engine is idle and says so: only then is "idle" (exit 0) right
+    expected: frozenset[int]  # what a correct hook exits with
+    subcommand: tuple[str, ...] = ()  # ("check",): `prestop check` instead of the drain
+    args: tuple[str, ...] = ()
+    stdio: Stdio = Stdio.PIPES
+    annotations: bytes | None = None  # the downward-API annotations file's content
+    annotations_fifo: bool = False  # the annotations file is a FIFO nobody writes
+    annotations_link: str | None = None  # the annotations file is a symlink to this path
+    engine_argv: tuple[str, ...] = ()  # a visible engine process: `vllm` with these arguments
+    signal: Signal | None = None
+    descriptors_spent: bool = False  # from its first log line on, no descriptor is left (EMFILE on connect)
+
+    @property
+    def is_drain(self) -> bool:
+        return not self.subcommand
+
+    @property
+    def deadline_s(self) -> float:
+        """When a correct hook has returned, after its exec: G - reserve, or one read's bound."""
+        return DEADLINE_S if self.is_drain else READ_TIMEOUT_S
+
+    @property
+    def documented_codes(self) -> frozenset[int]:
+        return DOCUMENTED_DRAIN_CODES if self.is_drain else DOCUMENTED_CHECK_CODES
+
+
+def _body(name: str, group: str, body: bytes, *, idle: bool, content_type: str = bodies.TEXT,
+          expected: frozenset[int] | None = None) -> HostileCase:
+    served = Canned(bodies.http_200(body, content_type))
+    return HostileCase(name, group, served, idle_is_true=idle,
+                       expected=expected if expected is not None else (DRAINED if idle else DEADLINE))
+
+
+BUSY = Canned(bodies.http_200(bodies.BUSY_VLLM))
+_5_MB = 5 * 1024 * 1024
+_0_9_MB = 900 * 1024
+
+
+def scripted_cases() -> list[HostileCase]:
+    """Every case a scripted listener (or no listener) serves, in the issue's order."""
+    framing, values, paths, cost, logs, sigs, flags, resources = (
+        "HTTP framing", "values", "paths and ports", "parse cost", "logs and files", "signals", "flags",
+        "resources")
+    heavy_lines = bodies.labels_to_fill(bodies.LINE_CAP_CHARS - 6)
+    cases = [
+        HostileCase("chunk size not hex (zz)", framing, Canned(bodies.chunked_200(bodies.BUSY_VLLM, b"zz")),
+                    idle_is_true=False, expected=DEADLINE),
+        HostileCase("chunk size of 40 hex digits", framing, Canned(bodies.chunked_200(bodies.BUSY_VLLM, b"f" * 40)),
+                    idle_is_true=False, expected=DEADLINE),
+        HostileCase("nothing listens (connection refused)", framing, NothingListens(), idle_is_true=False,
+                    expected=UNMEASURABLE),
+        HostileCase("endless 100 Continue", framing, Streamed(b"", b"HTTP/1.1 100 Continue\r\n\r\n", 0.01),
+                    idle_is_true=False, expected=DEADLINE),
+        HostileCase("endless headers", framing, Streamed(b"HTTP/1.1 200 OK\r\n", b"X-Pad: 1\r\n", 0.01),
+                    idle_is_true=False, expected=DEADLINE),
+        HostileCase("Content-Length of 31 digits", framing,
+                    Canned(b"HTTP/1.1 200 OK\r\nContent-Length: " + b"9" * 31 + b"\r\n\r\n" + bodies.IDLE_VLLM),
+                    idle_is_true=False, expected=DEADLINE),
+        _body("a body that is not UTF-8", values, bodies.IDLE_VLLM + b"# \xff\xfe\n", idle=False),
+        _body("work gauge: an integer too large for a float", values, bodies.vllm_body(bodies.TOO_LARGE_FOR_A_FLOAT),
+              idle=False),
+        _body("restart counter: an integer too large for a float", values,
+              bodies.vllm_body("0", extra=f"vllm:request_success_total {bodies.TOO_LARGE_FOR_A_FLOAT}\n"), idle=True),
+        _body("process_start_time_seconds: an integer too large for a float", values,
+              bodies.vllm_body("0", extra=f"process_start_time_seconds {bodies.TOO_LARGE_FOR_A_FLOAT}\n"), idle=True),
+        HostileCase("--path with non-ASCII (/m\u00e9trics)", paths, BUSY, idle_is_true=False, expected=USAGE,
+                    args=("--path", "/m\u00e9trics")),
+        HostileCase("prometheus.io/path annotation with non-ASCII", paths, BUSY, idle_is_true=False,
+                    expected=DEADLINE, annotations='prometheus.io/path="/m\u00e9trics"\n'.encode()),
+        HostileCase("visible engine with --port \u00b2 (isdigit, not int)", paths, BUSY, idle_is_true=False,
+                    expected=DEADLINE, engine_argv=("serve", "--port", "\u00b2")),
+        HostileCase("prestop check, visible engine with --port \u00b2", paths, BUSY, idle_is_true=False,
+                    expected=CHECK_BUSY, subcommand=("check",), engine_argv=("serve", "--port", "\u00b2")),
+        _body(f"one work line of {bodies.MANY_LABELS} labels (busy)", cost,
+              (bodies.labelled_line("vllm:num_requests_running", bodies.MANY_LABELS, "1")
+               + 'vllm:num_requests_waiting{engine="0"} 0\n').encode(), idle=False),
+        _body(f"1.3 MB of {bodies.MANY_LABELS}-label lines (idle gauges)", cost,
+              bodies.heavy_idle_body(1_300_000, bodies.MANY_LABELS), idle=True, expected=EITHER),
+        _body(f"2.3 MB of {bodies.MANY_LABELS}-label lines (idle gauges)", cost,
+              bodies.heavy_idle_body(2_300_000, bodies.MANY_LABELS), idle=True, expected=EITHER),
+        _body(f"2.3 MB of lines at the {bodies.LINE_CAP_CHARS}-character cap (idle gauges)", cost,
+              bodies.heavy_idle_body(2_300_000, heavy_lines), idle=True, expected=EITHER),
+        _body("3000 work-gauge series (idle)", cost,
+              "".join(f'vllm:num_requests_running{{rank="{i}"}} 0\nvllm:num_requests_waiting{{rank="{i}"}} 0\n'
+                      for i in range(1500)).encode(), idle=True, expected=EITHER),
+        HostileCase("stderr: a full pipe nobody reads", logs, BUSY, idle_is_true=False, expected=DEADLINE,
+                    stdio=Stdio.STDERR_STALLED),
+        HostileCase("container log (PID 1's stdout): a full FIFO nobody reads", logs, BUSY, idle_is_true=False,
+                    expected=DEADLINE, stdio=Stdio.MIRROR_STALLED),
+        HostileCase("stderr closed at exec", logs, BUSY, idle_is_true=False, expected=DEADLINE,
+                    stdio=Stdio.STDERR_CLOSED),
+        HostileCase("annotations file is a FIFO", logs, BUSY, idle_is_true=False, expected=DEADLINE,
+                    annotations_fifo=True),
+        HostileCase("annotations file is /dev/zero (endless)", logs, BUSY, idle_is_true=False, expected=DEADLINE,
+                    annotations_link="/dev/zero"),
+        HostileCase("a 5 MB annotation value", logs, BUSY, idle_is_true=False, expected=DEADLINE,
+                    annotations=b'prometheus.io/path="/' + b"a" * _5_MB + b'"\n'),
+        HostileCase("a 0.9 MB annotation value (under the file's cap)", logs, BUSY, idle_is_true=False,
+                    expected=DEADLINE, annotations=b'prometheus.io/path="' + b"a" * _0_9_MB + b'"\n'),
+        HostileCase("SIGINT mid-drain (at 1 s)", sigs, BUSY, idle_is_true=False,
+                    expected=frozenset({ExitCode.INTERRUPTED}), signal=Signal(signal.SIGINT, 1.0)),
+        HostileCase("SIGTERM mid-drain (at 1 s)", sigs, BUSY, idle_is_true=False,
+                    expected=frozenset({ExitCode.TERMINATED}), signal=Signal(signal.SIGTERM, 1.0)),
+        *[HostileCase(f"SIGTERM at {ms} ms", sigs, BUSY, idle_is_true=False,
+                      expected=TERMINATED_OR_KILLED_BEFORE_THE_HANDLER, signal=Signal(signal.SIGTERM, ms / 1000))
+          for ms in (100, 200, 300, 500)],
+        HostileCase("--route-wait 1e10", flags, BUSY, idle_is_true=False, expected=USAGE,
+                    args=("--route-wait", "1e10")),
+        HostileCase("no descriptor left at connect (EMFILE)", resources, BUSY, idle_is_true=False,
+                    expected=DEADLINE, descriptors_spent=True),
+    ]
+    return cases + corpus_cases()
+
+
+def corpus_cases() -> list[HostileCase]:
+    """Every body of tests/hook/corpus/exposition: leading whitespace, the name as a __name__ label
+    or quoted, OpenMetrics' duplicate series, an SGLang role's queues on an undetected role, ...
+    Their truth is prometheus-client's parse of the whole body (the engine's role unknown, as the
+    hook sees it: every queue of the engine counts); an OpenMetrics body is idle only when the
+    text grammar reads it idle too, since OpenMetrics keeps the first of two samples of a series
+    where the text grammar keeps both (the issue's series-twice body: 0, then 4 in flight)."""
+    cases = []
+    for name, body, content_type in bodies.corpus_bodies():
+        kind = EngineKind.SGLANG if b"sglang:" in body else EngineKind.VLLM
+        grammars = [(body, content_type)]
+        if content_type == bodies.OPENMETRICS:
+            grammars.append((body.replace(b"# EOF\n", b"").replace(b"# EOF", b""), bodies.TEXT))
+        idle = all(_oracle_idle(text, grammar, kind) for text, grammar in grammars)
+        cases.append(_body(name, "bodies that broke a reader", body, idle=idle, content_type=content_type))
+    return cases
+
+
+def _oracle_idle(body: bytes, content_type: str, kind: EngineKind) -> bool:
+    series = oracle_series(body, content_type)
+    return series is not None and oracle_verdict(series, kind, Role.UNIFIED).status == "idle"
+
+
+# The emulator's misbehaviours, each with two requests in flight: what a correct hook ends with.
+EMULATED_EXPECTED: dict[str, frozenset[int]] = {
+    "hang": DEADLINE, "drip": DEADLINE, "slow-headers": DEADLINE, "garbage": DEADLINE, "nan": DEADLINE,
+    "negative": DEADLINE, "inf": DEADLINE, "huge": DEADLINE, "missing": DEADLINE,
+    # An HTTP error status ends the drain (nothing to measure), redirects included: never followed
+    # to the idle-looking decoy.
+    "http500": UNMEASURABLE, "redirect": UNMEASURABLE,
+}
+
+
+def emulated_cases() -> list[HostileCase]:
+    return [HostileCase(f"emulator: {mode}", "engine misbehaviours", Emulated(mode), idle_is_true=False,
+                        expected=expected) for mode, expected in EMULATED_EXPECTED.items()]

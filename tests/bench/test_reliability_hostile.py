@@ -1,0 +1,119 @@
+"""The hostile-input runner (bench/reliability_hostile.py): it can see what it reports, on real processes.
+
+A runner that could not see a crash, a false idle or an overrun would print zeros whatever the hook
+did; so each is shown here on a stand-in hook that does exactly that, and the real hook is run on
+the cases whose mechanism needs proving (descriptors spent really make its connect fail).
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+
+from bench import reliability_bodies as bodies
+from bench import reliability_cases as cases
+from bench.reliability_hostile import CONSOLE_SCRIPT, OVERRUN_TOLERANCE_S, run_case, serving, summary
+from hook.events import MAX_LINE_BYTES
+
+BUSY_CASE = cases.HostileCase("busy engine", "test", cases.BUSY, idle_is_true=False, expected=cases.DEADLINE)
+
+
+def stand_in_hook(tmp_path: Path, body: str) -> Path:
+    """An executable that takes prestop's flags and does `body` instead of a drain."""
+    script = tmp_path / "prestop"
+    script.write_text(f"#!{sys.executable}\nimport json, sys, time\n{body}\n")
+    script.chmod(0o755)
+    return script
+
+
+def final_line(outcome: str, code: int) -> str:
+    line = f"{{'event': 'drain_finished', 'outcome': '{outcome}', 'elapsed_s': 1.0}}"
+    return f"print(json.dumps({line})); sys.exit({code})"
+
+
+def run_on(case: cases.HostileCase, executable: Path):
+    assert isinstance(case.served, (cases.Canned, cases.Streamed, cases.NothingListens))
+    with serving(case.served) as port:
+        return run_case(case, executable, "stand-in", port)
+
+
+def test_a_traceback_is_a_crash(tmp_path):
+    hook = stand_in_hook(tmp_path, "raise RuntimeError('boom')")
+    result = run_on(BUSY_CASE, hook)
+    assert result.exit_code == 1 and result.traceback
+    assert "crash: a traceback" in result.problems
+    assert summary([result])["crashes"] == 1
+
+
+def test_death_by_a_signal_nobody_sent_is_a_crash(tmp_path):
+    hook = stand_in_hook(tmp_path, "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)")
+    result = run_on(BUSY_CASE, hook)
+    assert result.exit_code == -signal.SIGSEGV and "crash: killed by SIGSEGV" in result.problems
+
+
+def test_idle_while_the_engine_is_busy_is_a_false_idle(tmp_path):
+    hook = stand_in_hook(tmp_path, final_line("idle", 0))
+    result = run_on(BUSY_CASE, hook)
+    assert "false idle" in result.problems and summary([result])["false_idles"] == 1
+    # The same answer on an idle engine is what a correct hook says.
+    idle_case = cases.HostileCase("idle engine", "test", cases.Canned(bodies.http_200(bodies.IDLE_VLLM)),
+                                  idle_is_true=True, expected=cases.DRAINED)
+    assert run_on(idle_case, hook).problems == []
+
+
+def test_a_return_past_the_deadline_is_an_overrun(tmp_path):
+    hook = stand_in_hook(tmp_path, f"time.sleep({cases.DEADLINE_S + OVERRUN_TOLERANCE_S + 0.3})\n"
+                                   + final_line("deadline", 10))
+    result = run_on(BUSY_CASE, hook)
+    assert result.lateness_s > OVERRUN_TOLERANCE_S
+    assert [p for p in result.problems if p.startswith("overrun")] and summary([result])["overruns"] == 1
+
+
+def test_an_oversized_log_line_and_a_missing_final_line_are_reported(tmp_path):
+    hook = stand_in_hook(tmp_path, f"sys.stderr.write('x' * {MAX_LINE_BYTES + 10} + '\\n'); sys.exit(10)")
+    result = run_on(BUSY_CASE, hook)
+    assert f"a log line of {MAX_LINE_BYTES + 10} bytes" in result.problems
+    assert "no final line" in result.problems
+
+
+def test_the_real_hook_on_a_busy_engine_waits_to_its_deadline_and_no_later():
+    result = run_on(BUSY_CASE, CONSOLE_SCRIPT)
+    assert result.exit_code == 10 and result.outcome == "deadline" and result.problems == []
+    assert -0.2 < result.lateness_s <= OVERRUN_TOLERANCE_S
+
+
+def test_spent_descriptors_make_the_real_hooks_connect_fail_with_emfile():
+    case = next(c for c in cases.scripted_cases() if c.descriptors_spent)
+    result = run_on(case, CONSOLE_SCRIPT)
+    # What the case stands for actually happened: the connect failed locally, and the drain waited.
+    assert "RLIMIT_NOFILE lowered" in result.detail and "connect_error" in result.detail
+    assert "EMFILE" in result.detail and result.exit_code == 10
+
+
+def test_the_catalogue_covers_every_input_of_the_issue():
+    scripted = cases.scripted_cases()
+    names = " ".join(c.name for c in scripted)
+    for needle in ("chunk size not hex", "work gauge: an integer too large", "restart counter: an integer",
+                   "process_start_time_seconds: an integer", "--path with non-ASCII",
+                   "prometheus.io/path annotation with non-ASCII", "--port \u00b2", "1.3 MB", "2.3 MB",
+                   "5 MB annotation", "--route-wait 1e10", "indented-work-line", "name-as-label", "quoted-name",
+                   "series-twice.om", "sglang-queue-of-an-unknown-role"):
+        assert needle in names, needle
+    assert {c.stdio for c in scripted} == set(cases.Stdio)
+    assert any(c.annotations_fifo for c in scripted) and any(c.descriptors_spent for c in scripted)
+    signals = {(c.signal.signum, c.signal.at_s) for c in scripted if c.signal}
+    assert (signal.SIGINT, 1.0) in signals and {(signal.SIGTERM, t) for t in (0.1, 0.2, 0.3)} <= signals
+    assert any(c.subcommand == ("check",) for c in scripted)
+    assert {c.served.mode for c in cases.emulated_cases() if isinstance(c.served, cases.Emulated)} >= {
+        "hang", "drip", "slow-headers", "garbage", "nan", "huge"}
+
+
+def test_the_corpus_truth_is_the_oracles_and_a_series_given_twice_is_not_idle():
+    truth = {c.name: c.idle_is_true for c in cases.corpus_cases()}
+    assert truth["crlf.text.txt"] is True  # prometheus-client reads it idle
+    assert truth["indented-work-line.text.txt"] is False  # ...and this one busy
+    # OpenMetrics keeps the first (0) of two samples of one series, the text grammar both (0 and 4).
+    assert truth["series-twice.om.txt"] is False
+
+

@@ -1,0 +1,74 @@
+"""The sidecar's attackers, the meter of its clients, and its counters, against real processes and sockets."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from bench import reliability_bodies as bodies
+from bench import reliability_cases as cases
+from bench import reliability_sidecar
+from bench.reliability_attack import attack
+from bench.reliability_availability import counter_deltas, sidecar_counters, slope_per_min
+from bench.reliability_hostile import serving
+from bench.reliability_meter import summarize, timed_get
+from bench.reliability_server import ScriptedServer, canned
+from tests.sidecar.sidecar_process import SidecarProcess
+
+
+def test_the_meter_counts_every_failure_by_kind():
+    with ScriptedServer(canned(bodies.http_200(b"{}"))) as ok, \
+            ScriptedServer(canned(b"HTTP/1.1 503 Busy\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")) as full, \
+            ScriptedServer(lambda conn: conn.recv(1)) as hangs, serving(cases.NothingListens()) as closed:
+        attempts = [timed_get(ok.port, "/healthz")[0], timed_get(full.port, "/healthz")[0],
+                    timed_get(hangs.port, "/healthz", timeout_s=0.3)[0], timed_get(closed, "/healthz")[0]]
+    assert [a.failure for a in attempts] == [None, "HTTP 503", "timeout", "refused"]
+    figures = summarize(attempts)
+    assert figures["ok"] == 1 and figures["success_rate"] == 0.25
+    assert figures["failures"] == {"HTTP 503": 1, "timeout": 1, "refused": 1}
+
+
+def test_the_slope_of_a_steady_climb():
+    assert slope_per_min([(0.0, 100.0), (30.0, 110.0), (60.0, 120.0)]) == pytest.approx(20.0)
+    assert slope_per_min([(0.0, 5.0), (60.0, 5.0)]) == 0.0
+    assert slope_per_min([(0.0, 5.0)]) == 0.0
+
+
+def test_the_attackers_reach_the_real_sidecar_and_its_counters_see_them(tmp_path):
+    (tmp_path / "proc").mkdir()
+    with SidecarProcess("--port", "9", "--max-connections", "4", "--proc-root", str(tmp_path / "proc")) as sidecar:
+        port = sidecar.port
+        assert port is not None
+        before = sidecar_counters(port)
+        tallies = asyncio.run(attack(port, 2.0, hold_n=4, hold_every_s=0.5, flood_per_s=20, slowloris_n=2))
+        deltas = counter_deltas(before, sidecar_counters(port))
+    assert tallies["hold"].answers.get("200", 0) > 0 and tallies["flood"].answers.get("200", 0) > 0
+    assert tallies["slowloris"].opened >= 2
+    # Over a cap of 4, new connections took the places of idle ones: the sidecar counted each.
+    assert deltas.get("modeldrain_sidecar_connections_evicted_total", 0) > 0
+    assert deltas.get('modeldrain_sidecar_requests_total{code="200",route="/healthz"}', 0) > 0
+
+
+
+
+def test_a_sidecar_that_does_not_start_is_reported_as_a_crash(monkeypatch):
+    class Refused(SidecarProcess):  # the real sidecar, given a flag it refuses: it exits 2 at start
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, "--no-such-flag", **kwargs)
+
+    monkeypatch.setattr(reliability_sidecar, "SidecarProcess", Refused)
+    case = reliability_sidecar.body_cases()[0]
+    result = reliability_sidecar.hostile_bodies([case])
+    assert result["answers"] == []
+    assert result["start_with_port_superscript"]["problems"][0].startswith("crash: did not start")
+    assert "unrecognized arguments: --no-such-flag" in result["start_with_port_superscript"]["problems"][0]
+
+
+def test_the_sidecars_bodies_are_the_hooks_bodies_only():
+    bodies_only = reliability_sidecar.body_cases()
+    assert bodies_only
+    assert all(isinstance(c.served, (cases.Canned, cases.Streamed)) and c.is_drain and not c.args for c in bodies_only)
+    names = {c.name for c in bodies_only}
+    assert "chunk size not hex (zz)" in names and "series-twice.om.txt" in names
+    assert not any("SIGTERM" in n or "stderr" in n for n in names)
