@@ -3,12 +3,14 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: venv demo test typecheck lint fuzz bundle bench clean
+.PHONY: venv demo test typecheck lint fuzz bundle images bench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test]'
+	@# The wheel holds the product (hook, sidecar); the test bed is imported from this checkout.
+	$(BIN)/python -c 'import pathlib, sysconfig; pathlib.Path(sysconfig.get_paths()["purelib"], "modeldrain-checkout.pth").write_text("$(CURDIR)\n")'
 	touch $@
 
 venv: $(BIN)/.installed
@@ -38,15 +40,41 @@ fuzz: venv
 typecheck: venv
 	$(BIN)/python -m mypy
 
-# dist/prestop: the hook as one static executable (build/bundle.sh; see README.md).
-# Rebuilt only when what goes into it changes.
-BUNDLE_INPUTS := $(wildcard hook/*.py) build/bundle.sh build/prestop.spec build/stamp.py \
-                 build/requirements-bundle.txt
+# The static executables (build/bundle.sh; see docs/build.md), each rebuilt only when what goes
+# into it changes: dist/prestop (the hook) and dist/drain-sidecar (the sidecar, aiohttp and uvloop
+# inside); build/out/engine-emulator is the test bed's engine, for the container tests' image.
+BUILD_INPUTS    := build/bundle.sh build/stamp.py build/requirements-bundle.txt
+HOOK_INPUTS     := $(wildcard hook/*.py)
+SIDECAR_INPUTS  := $(HOOK_INPUTS) $(wildcard sidecar/*.py) sidecar/openapi.json
+EMULATOR_INPUTS := $(HOOK_INPUTS) $(wildcard emulation/*.py emulation/templates/*.txt)
 
-bundle: dist/prestop
+bundle: dist/prestop dist/drain-sidecar
 
-dist/prestop: $(BUNDLE_INPUTS)
-	build/bundle.sh
+dist/prestop: $(HOOK_INPUTS) build/prestop.spec $(BUILD_INPUTS)
+	build/bundle.sh prestop
+
+dist/drain-sidecar: $(SIDECAR_INPUTS) build/drain-sidecar.spec $(BUILD_INPUTS)
+	build/bundle.sh drain-sidecar
+
+build/out/engine-emulator: $(EMULATOR_INPUTS) build/engine-emulator.spec $(BUILD_INPUTS)
+	build/bundle.sh engine-emulator
+
+# The images, without a Docker daemon and without pulling anything (build/images.sh: Debian's
+# buildah builds each Dockerfile's final stage FROM scratch around the static executable), as
+# OCI archives for `podman load` / `docker load`. build/out/images/engine-emulator.tar is the
+# container tests' stand-in engine image (test bed, never shipped).
+IMAGE_INPUTS := build/images.sh build/image-root.sh build/containers.sh
+
+images: dist/images/prestop.tar dist/images/drain-sidecar.tar
+
+dist/images/prestop.tar: dist/prestop Dockerfile.hook $(IMAGE_INPUTS)
+	build/images.sh prestop $@
+
+dist/images/drain-sidecar.tar: dist/drain-sidecar Dockerfile.sidecar $(IMAGE_INPUTS)
+	build/images.sh drain-sidecar $@
+
+build/out/images/engine-emulator.tar: build/out/engine-emulator emulation/engine.Dockerfile $(IMAGE_INPUTS)
+	build/images.sh engine-emulator $@
 
 # bench/RESULTS.md: drain quality against the alternatives, every drain configuration, and the
 # cost of every part (~15 min on 2 cores). Uses dist/prestop when it exists; BENCH_ARGS=--quick for

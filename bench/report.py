@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -199,6 +200,41 @@ def _prestop_section(prestop: dict) -> list[str]:
     return lines
 
 
+def _sidecar_start_section(start: dict) -> list[str]:
+    lines = ["### drain-sidecar: start-up, memory, size", "",
+             f"{start['runs']} runs of each executable, alternating, after one warm-up run each (bench/cost_sidecar.py): "
+             "the sidecar on a free loopback port, `--engine vllm` and an engine port nothing listens on. "
+             "Median (min–max).", ""]
+    header = ["executable", "on disk", "exec → listening", "exec → first /healthz", "peak RSS, largest process",
+              "VmHWM, all its processes", "PSS, all its processes", "unpacked into TMPDIR"]
+    rows = []
+    for name, e in start["executables"].items():
+        fp = e["footprint"]
+        rows.append([name, _size(fp["bytes"]) + (" + Python" if "parts" in fp else ""),
+                     _ms(e["listening_s"]) if e["listening_s"] else _DASH,
+                     _ms(e["first_answer_s"]) if e["first_answer_s"] else _DASH,
+                     _mib(e["max_rss_kib"]) if e["max_rss_kib"] else _DASH,
+                     _mib(e["session_hwm_kib"]) if e["session_hwm_kib"] else _DASH,
+                     _mib(e["session_pss_kib"]) if e["session_pss_kib"] else _DASH,
+                     _size(int(statistics.median(e["unpacked_bytes"]))) if e["unpacked_bytes"] else _DASH])
+    lines += _table(header, rows)
+    lines.append("")
+    for name, e in start["executables"].items():
+        fp = e["footprint"]
+        detail = ", ".join(f"{k} {_size(v)}" for k, v in fp.get("parts", {}).items())
+        lines.append(f"- **{name}**: `{e['path']}` — {e['version']}. On disk: {_size(fp['bytes'])}"
+                     f"{' (' + detail + ')' if detail else ''}; {fp['note']}.")
+        if e["failures"]:
+            lines.append(f"  - {len(e['failures'])} failed run(s): `{e['failures'][0]}`")
+    lines += ["- *exec → listening*: from just before the exec until a TCP connect to the sidecar's port "
+              "succeeds (polled every 2 ms). *exec → first /healthz*: until `GET /healthz` answers 200. "
+              "*Peak RSS*: `/usr/bin/time -v` (the largest single process, in separate runs). *VmHWM* and "
+              "*PSS, all processes*: summed over every process of the exec (the bundle runs staticx's launcher, "
+              "PyInstaller's bootloader and Python) 1 s after it listens. *Unpacked*: what the bundle writes "
+              "into TMPDIR at each start and removes at exit.", ""]
+    return lines
+
+
 def _reading_section(reading: dict) -> list[str]:
     lines = ["### Reading an exposition: the hook's parse against prometheus-client's full parse", "",
              f"One process, {reading['rounds']} rounds, the two alternating (A B, then B A); each timing repeats "
@@ -284,7 +320,7 @@ def _retirement_lines(cases: list[dict]) -> list[str]:
 
 def _contention_lines(results: dict) -> list[str]:
     lines = []
-    for part in ("prestop", "reading", "scrape", "sidecar", "reliability", "drain", "configurations"):
+    for part in ("prestop", "sidecar-start", "reading", "scrape", "sidecar", "reliability", "drain", "configurations"):
         cpu = results.get(part, {}).get("cpu")
         if not cpu:
             continue
@@ -331,6 +367,8 @@ def render(results: dict) -> str:
     lines += ["## Cost of every part", ""]
     if "prestop" in results:
         lines += _prestop_section(results["prestop"])
+    if "sidecar-start" in results:
+        lines += _sidecar_start_section(results["sidecar-start"])
     if "reading" in results:
         lines += _reading_section(results["reading"])
     if "scrape" in results:

@@ -1,7 +1,7 @@
 """`make bench`: every benchmark, then bench/RESULTS.md (and the raw numbers in bench/results.json).
 
     python -m bench.run [--quick] [--repeats N] [--jobs N]
-                        [--parts prestop,reading,scrape,sidecar,reliability,drain,configurations]
+                        [--parts prestop,sidecar-start,reading,scrape,sidecar,reliability,drain,configurations]
 
 The cost parts run first, one thing at a time, while the machine is otherwise quiet; then the drain
 matrix, its cells concurrently; then the other drain configurations (bench/drain_configurations.py),
@@ -30,6 +30,7 @@ from bench import (  # noqa: E402
     cost_prestop,
     cost_reading,
     cost_scrape,
+    cost_sidecar,
     drain_configurations,
     drain_quality,
     reliability,
@@ -38,10 +39,13 @@ from bench import (  # noqa: E402
 from bench.machine import CpuMeter, describe  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-PARTS = ("prestop", "reading", "scrape", "sidecar", "reliability", "drain", "configurations")
+PARTS = ("prestop", "sidecar-start", "reading", "scrape", "sidecar", "reliability", "drain", "configurations")
 
 # Full run / --quick: enough runs for a median and a range, or just enough to see it work.
 PRESTOP_RUNS = (20, 5)
+SIDECAR_START_RUNS = (20, 5)
+SIDECAR_BUNDLE = HERE.parent / "dist" / "drain-sidecar"
+SIDECAR_CONSOLE_SCRIPT = HERE.parent / ".venv" / "bin" / "drain-sidecar"
 READING_ROUNDS = (15, 5)
 SCRAPE_ROUNDS = (15, 5)
 SIDECAR_SECONDS = (5.0, 1.0)
@@ -71,6 +75,19 @@ def run_prestop(bundle: Path | None, quick: bool) -> dict:
     if bundle is not None:
         result["executables"]["bundle"]["path"] = "dist/prestop"
     result["executables"]["console script"]["path"] = ".venv/bin/prestop"
+    return result
+
+
+def run_sidecar_start(workdir: Path, quick: bool) -> dict:
+    executables = {}
+    if SIDECAR_BUNDLE.is_file():  # a private copy: a `make bundle` meanwhile cannot swap it mid-run
+        executables["bundle"] = workdir / "drain-sidecar"
+        shutil.copy2(SIDECAR_BUNDLE, executables["bundle"])
+    executables["console script"] = SIDECAR_CONSOLE_SCRIPT
+    result = cost_sidecar.measure(executables, SIDECAR_START_RUNS[quick])
+    if "bundle" in executables:
+        result["executables"]["bundle"]["path"] = "dist/drain-sidecar"
+    result["executables"]["console script"]["path"] = ".venv/bin/drain-sidecar"
     return result
 
 
@@ -163,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         shown_as = "dist/prestop" if bundle else ".venv/bin/prestop"
         runners = {
             "prestop": lambda: run_prestop(bundle, args.quick),
+            "sidecar-start": lambda: run_sidecar_start(Path(tmp), args.quick),
             "reading": lambda: run_reading(args.quick),
             "scrape": lambda: run_scrape(args.quick),
             "sidecar": lambda: run_sidecar(args.quick),

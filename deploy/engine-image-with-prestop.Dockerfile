@@ -1,5 +1,5 @@
-# An engine image with the prestop hook baked in, for deploy/engine-pod-prestop-baked-readonly.yaml.
-# The hook image (Dockerfile.hook) holds only the static executable; it runs in any engine
+# An engine image with the prestop hook baked in, for deploy/pod-prestop-baked.yaml.
+# The hook image (Dockerfile.hook) holds only the static executable: it runs in any engine
 # image, whatever its glibc, with or without Python or a shell.
 #
 #   docker build -f deploy/engine-image-with-prestop.Dockerfile \

@@ -1,6 +1,6 @@
 """Every timing and size constant of the emulation, named once, each with the reason for its value.
 
-Engine behaviour comes from measurements of the real engines (/work/shared/ENGINES.md) and the
+Engine behaviour comes from measurements of the real engines (docs/engines.md) and the
 operator's spec; kubelet behaviour from kubelet's own source. Nothing else restates these numbers.
 """
 

@@ -32,7 +32,7 @@ class Role(enum.Enum):
 
 
 class SigtermPolicy(enum.Enum):
-    """What the engine does on SIGTERM (see ENGINES.md)."""
+    """What the engine does on SIGTERM (see docs/engines.md)."""
 
     ABORT = "abort"  # vLLM default: listener closes, in-flight requests get no response
     DRAIN_TIMEOUT = "drain-timeout"  # vLLM --shutdown-timeout N: finish work, refuse new with 500

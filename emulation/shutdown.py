@@ -1,4 +1,4 @@
-"""What each engine does on SIGTERM, as measured (ENGINES.md), one coroutine per policy.
+"""What each engine does on SIGTERM, as measured (docs/engines.md), one coroutine per policy.
 
 - abort (vLLM default): listener closed at once, in-flight requests get no response, exit ~2 s later.
 - drain-timeout (vLLM --shutdown-timeout N): /health and /metrics keep serving, in-flight work

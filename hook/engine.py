@@ -102,13 +102,21 @@ def hint_from_argv(argv: list[str]) -> EngineHint | None:
 
 
 def hint_from_proc(proc_root: str = "/proc") -> EngineHint:
-    """The engine hint from the processes visible here; none when zero or several engines differ."""
+    """The engine hint from the processes visible here; none when zero or several engines differ.
+
+    Only this process's own PID namespace counts. In a Pod that is all /proc shows (the
+    container's, or the Pod's with shareProcessNamespace); on a node /proc also shows every
+    container's processes, and those engines are not this hook's.
+    """
     hints = set()
     try:
         pids = [p for p in os.listdir(proc_root) if p.isdigit()]
     except OSError:
         return EngineHint()
+    own_namespace = _pid_namespace(proc_root, "self")
     for pid in pids:
+        if own_namespace is not None and _pid_namespace(proc_root, pid) not in (own_namespace, None):
+            continue  # another PID namespace: another container's process
         try:
             with open(os.path.join(proc_root, pid, "cmdline"), "rb") as f:
                 raw = f.read(65536)
@@ -119,6 +127,15 @@ def hint_from_proc(proc_root: str = "/proc") -> EngineHint:
         if hint is not None:
             hints.add(hint)
     return hints.pop() if len(hints) == 1 else EngineHint()
+
+
+def _pid_namespace(proc_root: str, pid: str) -> str | None:
+    """The PID namespace a process is in ("pid:[4026531836]"); None when it cannot be told (the
+    process ended, or belongs to another user): such a process still counts, as it always did."""
+    try:
+        return os.readlink(os.path.join(proc_root, pid, "ns", "pid"))
+    except OSError:
+        return None
 
 
 def _kind_of(argv: list[str]) -> EngineKind | None:

@@ -1,14 +1,34 @@
 """drain-sidecar's entry point: `drain-sidecar retirement ...` runs the reference client; anything else serves.
 
 The dispatch comes before the server's imports, so the retirement command runs without aiohttp or
-uvloop (a controller's or an operator's machine need not have them).
+uvloop (a controller's or an operator's machine need not have them). Serving needs both: they
+come with the `sidecar` extra (`pip install modeldrain` alone gives the hook, which an engine's
+own Python environment can take without its aiohttp being moved). Without them the server says
+in one line what to install, before anything imports aiohttp, instead of a traceback.
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
 
+from hook.exitcodes import ExitCode
+
 RETIREMENT = "retirement"
+
+# What the server imports beyond the hook's core: the `sidecar` extra's packages.
+SERVER_MODULES = ("aiohttp", "uvloop")
+INSTALL_HINT = "pip install 'modeldrain[sidecar]'"
+
+
+def missing_server_module() -> str | None:
+    """The first server module that cannot be imported, with why; None when all import."""
+    for module in SERVER_MODULES:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:  # missing, or installed without one of its own dependencies
+            return f"{module} ({exc})"
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -17,6 +37,11 @@ def main(argv: list[str] | None = None) -> int:
         from sidecar import retirement_cli
 
         return retirement_cli.main(args[1:])
+    missing = missing_server_module()
+    if missing is not None:
+        print(f"drain-sidecar: error: cannot import {missing}; install the sidecar's dependencies: "
+              f"{INSTALL_HINT}", file=sys.stderr)
+        return ExitCode.USAGE
     from sidecar import cli
 
     return cli.main(args)

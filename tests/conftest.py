@@ -1,10 +1,13 @@
-"""Paths every test package uses."""
+"""Paths every test package uses, and the suite's one rule for skips (tests/environment.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+
+# Under CI=true a skip is a failure: these hooks apply it to every test and every collector.
+from tests.environment import pytest_make_collect_report, pytest_runtest_makereport  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[1]
 # The real engines' /metrics scrapes: in the repository once, read by the emulator and the tests.

@@ -1,51 +1,44 @@
-"""Fixtures for the bundled executable: built once per run, an engine to drain, old roots.
+"""Fixtures for the bundled executables: built once per run, an engine to drain, old roots.
 
-The engine is the emulated vLLM (emulation/). `make bundle` is the one way the executable is built (Makefile -> build/bundle.sh): the
-fixture runs it, and make rebuilds only when dist/prestop is missing or older than a source.
+The engine is the emulated vLLM (emulation/). `make bundle` is the one way the executables are
+built (Makefile -> build/bundle.sh): the fixture runs it, and make rebuilds only what is missing
+or older than a source. A machine that cannot build them (not Debian-like, not x86_64, or the
+Debian packages missing and no root to install them) skips with build/bundle.sh's reason.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from tests import environment
+from tests.builds import BUILD_TIMEOUT_S, exclusive, make
 from tests.conftest import REPO
 
 from .engine import BusyableEngine
 
 BUNDLE = REPO / "dist" / "prestop"
+SIDECAR_BUNDLE = REPO / "dist" / "drain-sidecar"
 ONEFILE = REPO / "build" / "out" / "pyinstaller-dist" / "prestop"  # before staticx: needs a new glibc
 TOOLCHAIN_BIN = REPO / "build" / "out" / "venv" / "bin"  # build/bundle.sh's virtualenv
 OLD_DEBIAN_ROOTFS_SCRIPT = REPO / "tests" / "bundle" / "old_debian_rootfs.sh"
 
-# A cold build (toolchain venv, PyInstaller, staticx) takes ~30 s on 2 cores; debootstrap ~40 s.
-BUILD_TIMEOUT_S = 600
-
-
-@contextlib.contextmanager
-def _exclusive(name: str):
-    """One builder at a time: pytest-xdist workers each open the session fixtures."""
-    lock_path = REPO / "build" / "out" / f".{name}-fixture.lock"  # not the build scripts' own locks
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
-
 
 @pytest.fixture(scope="session")
 def bundle() -> Path:
-    with _exclusive("bundle"):
-        done = subprocess.run(["make", "-s", "bundle"], cwd=REPO, capture_output=True, text=True,
-                              timeout=BUILD_TIMEOUT_S)
-    if done.returncode != 0:
-        pytest.fail(f"`make bundle` failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+    make("bundle")
     assert BUNDLE.is_file() and os.access(BUNDLE, os.X_OK)
     return BUNDLE
+
+
+@pytest.fixture(scope="session")
+def sidecar_bundle() -> Path:
+    make("bundle")
+    assert SIDECAR_BUNDLE.is_file() and os.access(SIDECAR_BUNDLE, os.X_OK)
+    return SIDECAR_BUNDLE
 
 
 @pytest.fixture
@@ -64,16 +57,15 @@ def bundle_env(tmp_path) -> dict[str, str]:
 
 
 def require_root() -> None:
-    if os.geteuid() != 0:
-        pytest.skip("needs root for chroot and private mounts (CI runs as root)")
+    environment.require_root("chroot and private mounts")
 
 
 @pytest.fixture(scope="session")
 def old_debian_root() -> Path:
     """Debian 11 (bullseye, glibc 2.31), minbase: no Python. Built once, cached in build/out/."""
-    require_root()
+    environment.require_root("debootstrap builds the Debian 11 root")
     root = REPO / "build" / "out" / "rootfs" / "bullseye-minbase"
-    with _exclusive("rootfs"):
+    with exclusive("rootfs"):
         done = subprocess.run(["bash", str(OLD_DEBIAN_ROOTFS_SCRIPT), "bullseye", str(root)],
                               capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
     if done.returncode != 0:

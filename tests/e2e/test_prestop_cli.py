@@ -53,7 +53,8 @@ def test_help_documents_exit_codes_and_the_last_line():
 
 
 def check(*args):
-    proc = subprocess.run([PRESTOP, "check", *args], capture_output=True, text=True, timeout=10)
+    proc = subprocess.run([PRESTOP, "check", "--proc-root", NO_PROCESSES, *args], capture_output=True, text=True,
+                          timeout=10)
     return proc.returncode, json.loads(proc.stdout) if proc.stdout else None
 
 
@@ -77,8 +78,8 @@ def test_state_changes_are_mirrored_to_the_container_log(tmp_path):
     mirror.touch()
     with EngineProcess("--kind", "vllm") as engine:
         send_requests(engine, 1, duration_s=2.0)
-        proc = subprocess.run([PRESTOP, *FAST, "--grace", "30", "--port", str(engine.port),
-                               "--log-mirror", str(mirror)], capture_output=True, text=True, timeout=60)
+        proc = subprocess.run([PRESTOP, "--proc-root", NO_PROCESSES, *FAST, "--grace", "30", "--port",
+                               str(engine.port), "--log-mirror", str(mirror)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0
     mirrored = [json.loads(line) for line in mirror.read_text().splitlines()]
     assert [e["event"] for e in mirrored] == ["drain_started", "read_state", "read_state", "drain_finished"]
@@ -90,7 +91,7 @@ def test_state_changes_are_mirrored_to_the_container_log(tmp_path):
 
 def test_an_unwritable_container_log_is_reported_not_fatal(tmp_path):
     with EngineProcess("--kind", "vllm") as engine:
-        proc = subprocess.run([PRESTOP, *FAST, "--port", str(engine.port), "--log-mirror",
+        proc = subprocess.run([PRESTOP, "--proc-root", NO_PROCESSES, *FAST, "--port", str(engine.port), "--log-mirror",
                                str(tmp_path / "no" / "such" / "fd")], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0
     started = json.loads(proc.stderr.splitlines()[0])

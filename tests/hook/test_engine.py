@@ -87,3 +87,22 @@ def test_a_port_the_engine_could_not_listen_on_is_no_port(port):
     # '²' passes str.isdigit() but not int(): it must not crash prestop, check or the sidecar at start.
     hint = hint_from_argv(["vllm", "serve", "m", "--port", port])
     assert hint is not None and hint.kind is EngineKind.VLLM and hint.port is None
+
+
+def test_proc_scan_counts_only_its_own_pid_namespace(tmp_path):
+    """On a node /proc shows every container's processes; a hook run there must not read another
+    container's engine as its own (a Pod shows only its own namespace)."""
+    root = _fake_proc(tmp_path, [["vllm", "serve", "m", "--port", "8001"],
+                                 ["python3", "-m", "sglang.launch_server", "--port", "30000"]])
+    for pid, namespace in (("self", "pid:[1]"), ("1", "pid:[1]"), ("2", "pid:[2]")):
+        (tmp_path / pid / "ns").mkdir()
+        (tmp_path / pid / "ns" / "pid").symlink_to(namespace)
+    hint = hint_from_proc(root)
+    assert (hint.kind, hint.port) == (EngineKind.VLLM, 8001)
+
+
+def test_proc_scan_counts_a_process_whose_namespace_it_cannot_tell(tmp_path):
+    root = _fake_proc(tmp_path, [["vllm", "serve", "m", "--port", "8001"]])
+    (tmp_path / "self" / "ns").mkdir()
+    (tmp_path / "self" / "ns" / "pid").symlink_to("pid:[1]")
+    assert hint_from_proc(root).kind is EngineKind.VLLM  # no ns/pid to read: counted, as before

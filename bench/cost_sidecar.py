@@ -1,0 +1,229 @@
+"""What drain-sidecar costs a Pod at start: exec to listening, memory, size on disk.
+
+For each executable (the static bundle dist/drain-sidecar, the console script
+.venv/bin/drain-sidecar), starts the sidecar on a free loopback port, its engine a port nothing
+listens on (`--engine vllm`: it reads nothing until asked):
+
+- exec to listening: from just before the exec until a TCP connect to its port succeeds, polled
+  every 2 ms on this process's monotonic clock (then SIGINT: it stops at once);
+- exec to first answer: until `GET /healthz` first answers 200, polled the same way;
+- peak RSS: `/usr/bin/time -v`'s maximum resident set size (the largest single process), in
+  separate runs so the timing runs carry no wrapper; and, in the same runs, the sum of VmHWM
+  over every process of the exec (the bundle is three: staticx's launcher, PyInstaller's
+  bootloader, Python) and of their proportional set size, 1 s after it listens;
+- unpacked: what the bundle writes into TMPDIR at every start (it counts against a Memory
+  emptyDir, and the volume at /tmp must hold it).
+
+Runs alternate between the executables so drift on the machine falls on both alike.
+"""
+
+from __future__ import annotations
+
+import http.client
+import importlib.util
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+GNU_TIME = Path("/usr/bin/time")
+POLL_S = 0.002
+SETTLE_S = 1.0  # after listening: the start-up's transient memory is past
+RUN_TIMEOUT_S = 30.0
+# What the console script imports beyond the standard library: what an image must carry for it.
+SIDECAR_PACKAGES = ("hook", "sidecar", "aiohttp", "uvloop", "prometheus_client", "multidict", "yarl",
+                    "frozenlist", "aiosignal", "propcache", "aiohappyeyeballs", "attr", "attrs", "idna")
+
+_MAX_RSS = re.compile(r"Maximum resident set size \(kbytes\): (\d+)")
+
+
+@dataclass
+class ExecutableRuns:
+    name: str
+    path: str
+    listening_s: list[float] = field(default_factory=list)
+    first_answer_s: list[float] = field(default_factory=list)
+    max_rss_kib: list[int] = field(default_factory=list)
+    session_hwm_kib: list[int] = field(default_factory=list)
+    session_pss_kib: list[int] = field(default_factory=list)
+    unpacked_bytes: list[int] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _argv(path: str, port: int, engine_port: int) -> list[str]:
+    return [path, "--listen", f"127.0.0.1:{port}", "--engine", "vllm", "--port", str(engine_port)]
+
+
+def _connects(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def _healthy(port: int) -> bool:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
+    try:
+        connection.request("GET", "/healthz")
+        return connection.getresponse().status == 200
+    except OSError:
+        return False
+    finally:
+        connection.close()
+
+
+def _wait_for(condition, process: subprocess.Popen, started: float) -> float | None:
+    while time.monotonic() - started < RUN_TIMEOUT_S:
+        if condition():
+            return time.monotonic() - started
+        if process.poll() is not None:
+            return None
+        time.sleep(POLL_S)
+    return None
+
+
+def _stop(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGINT)  # the whole exec; SIGINT: no linger
+        process.wait(timeout=RUN_TIMEOUT_S)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+def _timed_run(runs: ExecutableRuns, env: dict) -> None:
+    port, engine_port = _free_port(), _free_port()
+    started = time.monotonic()
+    process = subprocess.Popen(_argv(runs.path, port, engine_port), env=env, start_new_session=True,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    try:
+        listening = _wait_for(lambda: _connects(port), process, started)
+        answered = _wait_for(lambda: _healthy(port), process, started) if listening is not None else None
+    finally:
+        _stop(process)
+    if listening is None or answered is None:
+        runs.failures.append(f"timed run: not listening (exit {process.returncode})")
+        return
+    runs.listening_s.append(listening)
+    runs.first_answer_s.append(answered)
+
+
+def _session_sum_kib(session_id: int, exclude: int, key: str, status: bool) -> int:
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == exclude:
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+            if int(stat[stat.rindex(b")") + 2:].split()[3]) != session_id:
+                continue
+            with open(f"/proc/{entry}/{'status' if status else 'smaps_rollup'}") as f:
+                total += next(int(line.split()[1]) for line in f if line.startswith(key + ":"))
+        except (OSError, ValueError, IndexError, StopIteration):
+            continue  # the process ended between the listing and the read
+    return total
+
+
+def _tree_bytes(path: Path) -> int:
+    return sum(p.lstat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def _memory_run(runs: ExecutableRuns, env: dict, time_file: Path) -> None:
+    port, engine_port = _free_port(), _free_port()
+    argv = [str(GNU_TIME), "-v", "-o", str(time_file), *_argv(runs.path, port, engine_port)]
+    started = time.monotonic()
+    process = subprocess.Popen(argv, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    try:
+        if _wait_for(lambda: _connects(port), process, started) is None:
+            runs.failures.append(f"memory run: not listening (exit {process.poll()})")
+            return
+        time.sleep(SETTLE_S)
+        # The session, less /usr/bin/time itself.
+        runs.session_hwm_kib.append(_session_sum_kib(process.pid, process.pid, "VmHWM", status=True))
+        runs.session_pss_kib.append(_session_sum_kib(process.pid, process.pid, "Pss", status=False))
+        runs.unpacked_bytes.append(_tree_bytes(Path(env["TMPDIR"])))
+    finally:
+        _stop(process)  # /usr/bin/time ignores SIGINT and reports once its child has exited
+    match = _MAX_RSS.search(time_file.read_text(errors="replace"))
+    if match is None:
+        runs.failures.append(f"/usr/bin/time run: exit {process.returncode}, no report")
+        return
+    runs.max_rss_kib.append(int(match.group(1)))
+
+
+def footprint(name: str, path: Path) -> dict:
+    """Bytes a Pod has to carry for this executable."""
+    if name == "bundle":
+        return {"bytes": path.stat().st_size, "note": "one static file: no Python needed in the image"}
+    parts = {"script": path.stat().st_size}
+    for package in SIDECAR_PACKAGES:
+        spec = importlib.util.find_spec(package)
+        if spec is not None and spec.origin:
+            parts[f"{package}/"] = _tree_bytes(Path(spec.origin).parent)
+    return {"bytes": sum(parts.values()), "parts": parts,
+            "note": "plus a Python ≥ 3.11 interpreter in the image (not counted)"}
+
+
+def version_line(path: Path) -> str:
+    try:
+        return subprocess.run([str(path), "--version"], capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"(--version failed: {exc})"
+
+
+def measure(executables: dict[str, Path], runs: int) -> dict:
+    """`executables`: name -> path. Returns the raw samples and the footprint of each."""
+    all_runs = {name: ExecutableRuns(name, str(path)) for name, path in executables.items()}
+    unpack_dirs = {name: tempfile.mkdtemp(prefix=f"bench-sidecar-{name}-") for name in executables}
+    envs = {name: {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TMPDIR": unpack_dirs[name]}
+            for name in executables}
+    time_file = Path(tempfile.mkstemp(prefix="bench-time-")[1])
+    try:
+        for name in executables:  # warm the page cache, as a node that ran the image before has
+            _timed_run(ExecutableRuns(name, str(executables[name])), envs[name])
+        for _ in range(runs):
+            for name, r in all_runs.items():
+                _timed_run(r, envs[name])
+        if GNU_TIME.exists():
+            for _ in range(runs):
+                for name, r in all_runs.items():
+                    _memory_run(r, envs[name], time_file)
+    finally:
+        time_file.unlink(missing_ok=True)
+        for d in unpack_dirs.values():
+            shutil.rmtree(d, ignore_errors=True)
+    return {
+        "runs": runs,
+        "gnu_time": GNU_TIME.exists(),
+        "executables": {
+            name: {
+                "path": r.path,
+                "version": version_line(Path(r.path)),
+                "footprint": footprint(name, Path(r.path)),
+                "listening_s": r.listening_s,
+                "first_answer_s": r.first_answer_s,
+                "max_rss_kib": r.max_rss_kib,
+                "session_hwm_kib": r.session_hwm_kib,
+                "session_pss_kib": r.session_pss_kib,
+                "unpacked_bytes": r.unpacked_bytes,
+                "failures": r.failures,
+            }
+            for name, r in all_runs.items()
+        },
+    }

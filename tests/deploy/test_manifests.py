@@ -1,0 +1,205 @@
+"""deploy/: valid Kubernetes objects (the API's own schema), wired so that they start.
+
+What a static reading can prove is here: the schema, the hook's path and grace, the start-up
+guard, the token readable by the sidecar's user, names, ports, the NetworkPolicy. That every
+Pod really starts and drains is proven by running them (tests/containers/).
+"""
+
+from __future__ import annotations
+
+import pytest
+from kubernetes_validate import utils as k8s_schema
+
+from hook import __version__
+from tests.deploy.manifests import (PRESTOP_IMAGE_REPO, SIDECAR_IMAGE_REPO, Document, PodTemplate, documents,
+                                    images_built_in_deploy, is_hook_install, is_sidecar_image, manifests,
+                                    pod_templates, poststart_command, prestop_command, prestop_http)
+
+DOCUMENTS = documents()
+TEMPLATES = pod_templates(DOCUMENTS)
+# The oldest schema kubernetes-validate ships, and the newest.
+OLDEST, NEWEST = "1.25.0", k8s_schema.latest_version()
+# Native sidecars (an init container with restartPolicy: Always) exist from Kubernetes 1.29.
+NATIVE_SIDECAR_SINCE = "1.29.0"
+SIDECAR_PORT = 8490
+
+
+def by_id(items):
+    return pytest.mark.parametrize("item", items, ids=lambda i: i.id)
+
+
+def test_there_are_manifests_of_every_kind_promised():
+    assert manifests()
+    kinds = {d.kind for d in DOCUMENTS}
+    assert {"Pod", "Deployment", "LeaderWorkerSet", "NetworkPolicy"} <= kinds
+    assert "Secret" not in kinds  # the token is generated, never committed (docs/layouts.md)
+
+
+def _schema_checks(document: Document) -> list[tuple[dict, str]]:
+    """(object, oldest Kubernetes it is for) pairs the API schema can check."""
+    if document.kind == "LeaderWorkerSet":
+        # A custom resource: its Pod templates are checked as the Pods they make.
+        group = document.body["spec"]["leaderWorkerTemplate"]
+        return [({"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": f"{document.name}-{role}"},
+                  "template": group[role]}, _oldest(group[role]["spec"]))
+                for role in ("leaderTemplate", "workerTemplate") if role in group]
+    spec = document.body.get("spec", {})
+    pod_spec = spec if document.kind == "Pod" else spec.get("template", {}).get("spec", {})
+    return [(document.body, _oldest(pod_spec))]
+
+
+def _oldest(pod_spec: dict) -> str:
+    if any("restartPolicy" in c for c in pod_spec.get("initContainers", [])):
+        return NATIVE_SIDECAR_SINCE
+    return OLDEST
+
+
+@pytest.mark.parametrize("which", ["oldest", "newest"])
+@by_id(DOCUMENTS)
+def test_manifest_matches_the_kubernetes_schema(item, which):
+    for body, oldest in _schema_checks(item):
+        version = oldest if which == "oldest" else NEWEST
+        try:
+            k8s_schema.validate(body, version, strict=True)  # strict: no unknown fields
+        except k8s_schema.ValidationError as exc:
+            pytest.fail(f"not a valid {body.get('kind')} for Kubernetes {version}: {exc.message} "
+                        f"at {'/'.join(map(str, exc.path))}")
+
+
+def test_leaderworkerset_is_shaped_as_the_api_wants():
+    (lws,) = [d for d in DOCUMENTS if d.kind == "LeaderWorkerSet"]
+    assert lws.body["apiVersion"] == "leaderworkerset.x-k8s.io/v1"
+    group = lws.body["spec"]["leaderWorkerTemplate"]
+    assert isinstance(group["size"], int) and group["size"] >= 2
+    assert set(group) <= {"size", "restartPolicy", "leaderTemplate", "workerTemplate", "subGroupPolicy"}
+    assert group["restartPolicy"] in ("RecreateGroupOnPodRestart", "None")
+
+
+def test_names_are_distinct():
+    objects = [(d.kind, d.name) for d in DOCUMENTS]
+    assert len(objects) == len(set(objects)), objects
+    pods = [t.pod_name for t in TEMPLATES]
+    assert len(pods) == len(set(pods)), pods
+
+
+@by_id(TEMPLATES)
+def test_no_service_account_token_in_the_pod(item: PodTemplate):
+    assert item.spec.get("automountServiceAccountToken") is False
+
+
+@by_id(TEMPLATES)
+def test_every_engine_has_the_hook_with_its_start_guard_and_the_pods_grace(item: PodTemplate):
+    """An exec hook cannot read terminationGracePeriodSeconds: --grace must say the same. The
+    postStart `prestop version` runs the same unpack at start, so a hook that cannot run there
+    fails the Pod's start (FailedPostStartHook) instead of skipping a drain later."""
+    engines = [c for c in item.spec["containers"] if prestop_command(c)]
+    callers = [c for c in item.spec["containers"] if prestop_http(c)]
+    assert engines or callers, f"{item.source}: no container has the prestop hook, nor calls the sidecar's drain"
+    for container in callers:
+        # No binary in the engine: kubelet GETs the sidecar's drain, by port number (a named port
+        # would be looked up on the hook's own container) and with the Pod's grace.
+        hook = prestop_http(container)
+        assert hook == {"port": SIDECAR_PORT, "path": f"/v1/drain?grace={item.grace_s}"}, hook
+        assert any(is_sidecar_image(c["image"]) for c in item.containers())
+    for container in engines:
+        command = prestop_command(container)
+        assert command[0].endswith("/prestop") and command[1:3] == ["--grace", str(item.grace_s)], command
+        assert poststart_command(container) == [command[0], "version"], container["name"]
+        if item.follows_a_leader:  # the leader's sidecar wants the token: mounted here too
+            token = command[command.index("--leader-token-file") + 1]
+            mounts = [m["mountPath"] for m in container.get("volumeMounts", [])]
+            assert token.rsplit("/", 1)[0] in mounts, mounts
+        else:
+            assert command[3:] == [], command
+
+
+@by_id(TEMPLATES)
+def test_the_hook_exists_in_the_image_it_runs_in(item: PodTemplate):
+    """Baked (an image deploy/ builds with the hook at that path) or installed (an init container
+    installs it into a volume mounted where the hook is exec'd, TMPDIR inside it)."""
+    installs = {}  # volume name -> DIR an init container installs into
+    for init in item.spec.get("initContainers", []):
+        if is_hook_install(init):
+            mounts = {m["mountPath"]: m["name"] for m in init.get("volumeMounts", [])}
+            installs[mounts[init["args"][1]]] = init["args"][1]
+    built = images_built_in_deploy()
+    for container in item.spec["containers"]:
+        command = prestop_command(container)
+        if not command:
+            continue
+        mounts = {m["name"]: m["mountPath"] for m in container.get("volumeMounts", [])}
+        installed_here = [f"{mounts[v]}/prestop" for v in installs if v in mounts]
+        if installed_here:
+            assert command[0] in installed_here
+            env = {e["name"]: e.get("value") for e in container.get("env", [])}
+            assert env.get("TMPDIR") == f"{command[0].rsplit('/', 1)[0]}/tmp"  # made by `prestop install`
+        else:
+            assert container["image"] in built, f"{container['image']} is not built in deploy/ and nothing installs the hook"
+            assert f"COPY --from=prestop /prestop {command[0]}" in built[container["image"]].read_text()
+
+
+@by_id(TEMPLATES)
+def test_a_secret_is_readable_by_the_user_that_mounts_it(item: PodTemplate):
+    """kubelet writes a Secret's files root-owned with defaultMode; a non-root user reads them
+    through the group fsGroup gives (or a world-readable mode)."""
+    secrets = {v["name"]: v["secret"] for v in item.spec.get("volumes", []) if "secret" in v}
+    pod_security = item.spec.get("securityContext", {})
+    for container in item.containers():
+        security = {**pod_security, **container.get("securityContext", {})}
+        for mount in container.get("volumeMounts", []):
+            if mount["name"] not in secrets:
+                continue
+            mode = secrets[mount["name"]].get("defaultMode", 0o644)
+            if security.get("runAsUser", 0) == 0 or mode & 0o004:
+                continue
+            assert "fsGroup" in pod_security and mode & 0o040, \
+                f"{container['name']} runs as {security['runAsUser']}: it cannot read a {mode:o} root-owned file"
+
+
+@by_id(TEMPLATES)
+def test_ports_are_named_uniquely_and_the_sidecars_for_its_protocol(item: PodTemplate):
+    ports = [(c["name"], p) for c in item.containers() for p in c.get("ports", [])]
+    names = [p["name"] for _, p in ports if "name" in p]
+    assert len(names) == len(set(names)) and all(len(n) <= 15 for n in names), names
+    for container in item.containers():
+        declared = {p.get("name") for p in container.get("ports", [])}
+        for probe in ("readinessProbe", "livenessProbe", "startupProbe"):
+            port = container.get(probe, {}).get("httpGet", {}).get("port")
+            assert port is None or isinstance(port, int) or port in declared, (container["name"], probe, port)
+        if is_sidecar_image(container["image"]):
+            assert [p["name"] for p in container["ports"] if p["containerPort"] == SIDECAR_PORT] == ["http-drain"]
+
+
+def _admits_the_sidecar_port(rule: dict) -> bool:
+    if "ports" not in rule:
+        return True  # every port
+    for port in rule["ports"]:
+        number = port.get("port")
+        if number in ("http-drain", SIDECAR_PORT):
+            return True
+        if isinstance(number, int) and number <= SIDECAR_PORT <= port.get("endPort", number):
+            return True
+    return False
+
+
+def test_the_network_policy_admits_only_the_controllers_namespace_to_every_sidecar():
+    policies = [d.body for d in DOCUMENTS if d.kind == "NetworkPolicy"]
+    sidecar_pods = [t for t in TEMPLATES if any(is_sidecar_image(c["image"]) for c in t.containers())]
+    assert sidecar_pods
+    for template in sidecar_pods:
+        selecting = [p for p in policies
+                     if p["spec"]["podSelector"]["matchLabels"].items() <= template.labels.items()]
+        rules = [r for p in selecting for r in p["spec"]["ingress"] if _admits_the_sidecar_port(r)]
+        assert selecting, f"{template.source}: no NetworkPolicy selects it"
+        assert rules, f"{template.source}: nothing admits the controller"
+        for rule in rules:
+            (peer,) = rule["from"]
+            assert set(peer) == {"namespaceSelector"}, rule  # a namespace, no pods of this one
+
+
+def test_product_images_are_this_version():
+    for template in TEMPLATES:
+        for container in template.containers():
+            repo, _, tag = container["image"].partition(":")
+            if repo in (PRESTOP_IMAGE_REPO, SIDECAR_IMAGE_REPO):
+                assert tag == __version__, container["image"]
