@@ -5,11 +5,15 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
+import tempfile
 from dataclasses import dataclass, field
 
 # Fast timings for tests: no route wait, reads every 0.2 s. The grace and exit reserve keep
 # their meaning (deadline = grace - reserve) and are set per test.
-FAST = ("--quiet", "--engine", "vllm", "--route-wait", "0", "--interval", "0.2")
+# An empty process table, as a container's PID namespace shows the hook only its own engine: this
+# machine's /proc holds other tests' engines, whose --port the hook would otherwise read.
+NO_PROCESSES = tempfile.mkdtemp(prefix="bundle-no-processes-")
+FAST = ("--quiet", "--engine", "vllm", "--route-wait", "0", "--interval", "0.2", "--proc-root", NO_PROCESSES)
 
 
 def drain_argv(executable: str, port: int, grace_s: float = 30, exit_reserve_s: float = 5) -> list[str]:
