@@ -55,7 +55,8 @@ def test_every_part_is_wired_and_rendered(tmp_path):
     """`--parts scrape` runs that part alone and the report shows it, with its CPU line."""
     from bench import run
 
-    assert set(run.PARTS) == {"prestop", "reading", "scrape", "sidecar", "reliability", "drain", "configurations"}
+    assert set(run.PARTS) == {"prestop", "sidecar-start", "reading", "scrape", "sidecar", "reliability", "drain",
+                              "configurations"}
     out, raw = tmp_path / "RESULTS.md", tmp_path / "results.json"
     assert run.main(["--quick", "--parts", "scrape", "--out", str(out), "--json", str(raw)]) == 0
     text = out.read_text()
