@@ -10,7 +10,8 @@
 #   prestop          /prestop                                    from dist/prestop
 #   drain-sidecar    /drain-sidecar                              from dist/drain-sidecar
 #   engine-emulator  /usr/local/bin/vllm, /usr/local/bin/sglang,  from build/out/engine-emulator
-#                    /usr/bin/python3 (one file, hard-linked: it answers to the name it is run by)
+#                    /usr/bin/python3, /app/llm-d-routing-sidecar (one file, hard-linked: it
+#                    answers to the name it is run by)
 set -euo pipefail
 
 PROGRAM="${1:?usage: build/image-root.sh PROGRAM DIR}"
@@ -28,6 +29,9 @@ case "$PROGRAM" in
         ln -f "$DIR/usr/local/bin/vllm" "$DIR/usr/local/bin/sglang"
         install -d -m 0755 "$DIR/usr/bin"
         ln -f "$DIR/usr/local/bin/vllm" "$DIR/usr/bin/python3"
+        # The stand-in for a direct decoder's routing proxy too, at its image's entrypoint path.
+        install -d -m 0755 "$DIR/app"
+        ln -f "$DIR/usr/local/bin/vllm" "$DIR/app/llm-d-routing-sidecar"
         ;;
     *)
         echo "image-root: unknown program $PROGRAM" >&2

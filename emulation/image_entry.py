@@ -8,6 +8,7 @@ does in a real image:
     python3 -m vllm.entrypoints.openai.api_server ...     its older entrypoint
     python3 -m sglang.launch_server ...                   lmsysorg/sglang's command
     sglang serve ...
+    /app/llm-d-routing-sidecar -port=N -vllm-port=M ...   a direct decoder's routing proxy
 
 The image holds this file under each of those names (copies, not symlinks: staticx's launcher
 passes the program the exec'd file's real path, which a symlink would turn into this file's own
@@ -22,6 +23,22 @@ import sys
 from typing import Sequence
 
 ENGINE_MODULES = {"vllm.entrypoints.openai.api_server": "vllm", "sglang.launch_server": "sglang"}
+ROUTING_PROXY = "llm-d-routing-sidecar"
+
+
+def _routing_proxy(args: list[str]) -> int:
+    """The proxy's Go-style flags (-port=N, -vllm-port=M; the rest ignored) onto emulation.proxy."""
+    import asyncio
+
+    from emulation.proxy import serve
+
+    values = dict(arg.lstrip("-").split("=", 1) for arg in args if arg.startswith("-") and "=" in arg)
+    try:
+        listen, upstream = int(values.get("port", "8000")), int(values["vllm-port"])
+    except (KeyError, ValueError):
+        print(f"{ROUTING_PROXY}: needs -port=N and -vllm-port=M, got {args}", file=sys.stderr)
+        return 2
+    return asyncio.run(serve(upstream, listen, None, host=""))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -33,6 +50,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     program, rest = os.path.basename(executable_path() or argv[0]), argv[1:]
     if program in ("vllm", "sglang"):
         return run_shim(program, rest)  # `serve` is the shims' subcommand positional
+    if program == ROUTING_PROXY:
+        return _routing_proxy(rest)
     if program.startswith("python"):
         module = rest[1] if rest[:1] == ["-m"] and len(rest) > 1 else None
         if module not in ENGINE_MODULES:

@@ -67,9 +67,11 @@ class Proxy:
         return count
 
 
-async def serve(upstream_port: int, listen_port: int, ready_file: Path | None) -> int:
+async def serve(upstream_port: int, listen_port: int, ready_file: Path | None, *, host: str = "127.0.0.1") -> int:
+    """Forward listen_port to the engine's upstream_port until SIGTERM; host "" is every address
+    (a Pod's proxy, reached through its Service)."""
     proxy = Proxy(upstream_port)
-    server = await asyncio.start_server(proxy.handle, "127.0.0.1", listen_port)
+    server = await asyncio.start_server(proxy.handle, host or None, listen_port)
     port = server.sockets[0].getsockname()[1]
     if ready_file is not None:
         ready_file.write_text(f"{port}\n")

@@ -22,15 +22,17 @@ if TYPE_CHECKING:
 
 EXIT_CODES_HELP = """\
 exit codes:
-  0   drained: the engine read idle twice in a row
+  0   drained: the engine read idle twice in a row; or it answered and is gone now
+      (engine_gone); or, for a worker following its leader, the leader is gone
   10  deadline (G - exit reserve) reached with work in flight or unknown
-  11  nothing to measure: connection refused, HTTP error status or TLS handshake failure
+  11  nothing to measure: refused from the start, HTTP error status or TLS handshake failure
   2   usage error
   130 interrupted by SIGINT before the drain finished
   143 terminated by SIGTERM before the drain finished
 
 The last line on stdout is one JSON object:
-  {"event": "drain_finished", "outcome": "idle"|"deadline"|"unmeasurable"|"terminated"|"interrupted",
+  {"event": "drain_finished", "outcome": "idle"|"deadline"|"unmeasurable"|"engine_gone"|"leader_gone"|
+   "terminated"|"interrupted",
    "elapsed_s": ..., "in_flight": ..., "reads": ..., "reason": "...", "exit_code": ...}
 Each state change is logged as a JSON line on stderr and, unless --quiet, on the
 container's log stream (PID 1's stdout), so that `kubectl logs` shows the drain.

@@ -26,6 +26,7 @@ class DrainOutcome(enum.Enum):
     DEADLINE = "deadline"  # G - exit reserve reached with work in flight or unknown: exit 10
     UNMEASURABLE = "unmeasurable"  # refused / HTTP error / TLS failure: exit 11
     LEADER_GONE = "leader_gone"  # a worker following its leader: the leader's sidecar or engine is gone: exit 0
+    ENGINE_GONE = "engine_gone"  # the engine answered, then its listener closed: it has exited: exit 0
 
     @property
     def exit_code(self) -> ExitCode:
@@ -38,6 +39,9 @@ _EXIT_CODES = {
     DrainOutcome.UNMEASURABLE: ExitCode.UNMEASURABLE,
     # The normal end of a worker's wait (the leader leaves first): not a failed hook in kubelet's events.
     DrainOutcome.LEADER_GONE: ExitCode.OK,
+    # The engine answered earlier and refuses now: it has exited (another container's hook, as a
+    # routing proxy's, sees its engine stop), so there is nothing left to wait for.
+    DrainOutcome.ENGINE_GONE: ExitCode.OK,
 }
 
 _SPLIT_ROLES = (Role.PREFILL, Role.DECODE)
@@ -110,6 +114,7 @@ class DrainState:
     reads: int = 0
     idle_streak: int = 0
     last_read: Read | None = None
+    answered: bool = False  # some read got an HTTP answer from the engine
     first_idle_at: float | None = None  # when the current streak's first idle read started
 
 
@@ -155,14 +160,18 @@ def next_step(plan: DrainPlan, state: DrainState, now: float) -> ReadAt | Finish
 
 def after_read(state: DrainState, read: Read, *, following_leader: bool = False) -> tuple[DrainState, Finish | None]:
     """Fold one read into the state; finish on a read that ends the drain or on enough idle reads.
-    For a worker following its leader, a read that ends the drain means the leader is gone."""
+    For a worker following its leader, a read that ends the drain means the leader is gone; a
+    refusal after the engine has answered means the engine has exited."""
     idle = read.outcome.is_idle
     streak = state.idle_streak + 1 if idle else 0
     first_idle_at = (state.first_idle_at if state.idle_streak else read.started_at) if idle else None
-    new = DrainState(reads=state.reads + 1, idle_streak=streak, last_read=read, first_idle_at=first_idle_at)
+    new = DrainState(reads=state.reads + 1, idle_streak=streak, last_read=read, first_idle_at=first_idle_at,
+                     answered=state.answered or read.http_status is not None)
     if read.outcome.ends_drain:
         if following_leader:
             return new, Finish(DrainOutcome.LEADER_GONE, read.detail)
+        if state.answered and read.outcome is ReadOutcome.REFUSED:
+            return new, Finish(DrainOutcome.ENGINE_GONE, f"the engine answered before and is gone now: {read.detail}")
         return new, Finish(DrainOutcome.UNMEASURABLE, f"nothing to measure: {read.detail}")
     if streak >= IDLE_READS_REQUIRED:
         return new, Finish(DrainOutcome.IDLE, f"{streak} consecutive complete reads summed to zero")

@@ -22,9 +22,11 @@ ENGINE = "vllm/vllm-openai:v0.32.0"  # the engine emulator's image, under the na
 ROOTS = {
     PRESTOP: {"prestop": ("file", 0o755), "tmp": ("dir", 0o1777)},
     SIDECAR: {"drain-sidecar": ("file", 0o755), "tmp": ("dir", 0o1777)},
+    # One file hard-linked under each name (the export's first name holds the file, the rest link to it).
     ENGINE: {"tmp": ("dir", 0o1777), "usr": ("dir", 0o755), "usr/bin": ("dir", 0o755),
-             "usr/bin/python3": ("file", 0o755), "usr/local": ("dir", 0o755), "usr/local/bin": ("dir", 0o755),
-             "usr/local/bin/vllm": ("link", 0o755), "usr/local/bin/sglang": ("link", 0o755)},
+             "usr/bin/python3": ("link", 0o755), "usr/local": ("dir", 0o755), "usr/local/bin": ("dir", 0o755),
+             "usr/local/bin/vllm": ("link", 0o755), "usr/local/bin/sglang": ("link", 0o755),
+             "app": ("dir", 0o755), "app/llm-d-routing-sidecar": ("file", 0o755)},
 }
 
 

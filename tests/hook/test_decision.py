@@ -178,3 +178,18 @@ def test_reads_while_busy_are_spaced_by_what_they_cost_the_engine(duration_s, sp
     p = plan(busy_interval_s=0.25)
     s, _ = after_read(DrainState(), read(ReadOutcome.BUSY, T0 + 5.0, 3, duration_s=duration_s))
     assert next_step(p, s, now=T0 + 5.0 + duration_s).at == pytest.approx(T0 + 5.0 + spacing_s)
+
+
+def test_a_refusal_after_the_engine_answered_is_the_engine_gone_not_a_failure():
+    answered = Read(ReadOutcome.IDLE, T0 + 5.0, 0.01, in_flight=0.0, http_status=200)
+    s, _ = after_read(DrainState(), answered)
+    s, fin = after_read(s, read(ReadOutcome.REFUSED, T0 + 6.0, detail="connection refused"))
+    assert fin.outcome is DrainOutcome.ENGINE_GONE and fin.outcome.exit_code == 0
+    assert "answered before and is gone now" in fin.reason
+    # Never answered (a wrong port, a dead engine): still nothing to measure, exit 11.
+    s, fin = after_read(DrainState(), read(ReadOutcome.REFUSED, T0 + 5.0, detail="connection refused"))
+    assert fin.outcome is DrainOutcome.UNMEASURABLE
+    # An HTTP error or TLS failure after answers is not the engine gone: still exit 11.
+    s, _ = after_read(DrainState(), answered)
+    s, fin = after_read(s, read(ReadOutcome.HTTP_ERROR, T0 + 6.0))
+    assert fin.outcome is DrainOutcome.UNMEASURABLE
