@@ -217,6 +217,14 @@ def _return_lag(cells: list[dict]) -> list[str]:
 
 # --- the section ---------------------------------------------------------------------------------------
 
+def _concurrency(cells: list[dict], settings: dict) -> str:
+    lag_cells = sum(1 for c in cells if c.get("family") == return_lag.FAMILY)
+    if "lag_jobs" not in settings or not lag_cells:  # results from before the lag had its own pool
+        return f"{settings['jobs']} at a time"
+    return (f"{len(cells) - lag_cells} of them {settings['jobs']} at a time, then the {lag_cells} return-lag "
+            f"ones (a timing) {settings['lag_jobs']} at a time")
+
+
 def render(part: dict) -> list[str]:
     cells = part["cells"]
     settings = part["settings"]
@@ -227,7 +235,7 @@ def render(part: dict) -> list[str]:
              "directory: in a Pod the hook sees only its own container's processes, while this machine's /proc "
              "shows every emulated engine and test running here, whose command lines the hook would otherwise "
              "take for its engine's (its kind, role and port). "
-             f"{len(cells)} deletions, {settings['jobs']} at a time, {part['cpu']['wall_s'] / 60:.1f} min. "
+             f"{len(cells)} deletions, {_concurrency(cells, settings)}, {part['cpu']['wall_s'] / 60:.1f} min. "
              "Repeats per cell: " + ", ".join(f"{k} {v}" for k, v in settings["repeats"].items()) + "; each "
              "repeat its own seed, the same for every strategy. Numbers are medians over the repeats, with "
              "(min–max) when they differ.", ""]
