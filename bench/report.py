@@ -260,15 +260,17 @@ def _scrape_section(scrape: dict) -> list[str]:
              "families (real Counter, Gauge, Histogram and Summary objects with the scrape's names, help, labels "
              "and buckets; the process, platform and GC collectors), checks that it renders the same series, and "
              f"times the render: CPU time of the rendering thread, {scrape['rounds']} rounds, median (min–max). "
-             f"prestop reads every {busy:g} s while work is in flight (`--busy-interval`) and every {idle:g} s "
-             "otherwise; the last two columns are what those reads cost the engine, in cores. Not counted: the "
-             "HTTP exchange around the render, and gzip (prestop asks for none).", ""]
-    header = ["body", "bytes", "series", "CPU per render", "wall per render", f"busy: {1 / busy:g} reads/s",
+             f"prestop reads every {busy:g} s while work is in flight (`--busy-interval`), but never more "
+             "often than every read's duration / 0.05 (`BUSY_READ_ENGINE_SHARE`), and every "
+             f"{idle:g} s otherwise; the last columns are what those reads cost the engine, in cores. Not counted: "
+             "the HTTP exchange around the render, and gzip (prestop asks for none).", ""]
+    header = ["body", "bytes", "series", "CPU per render", "wall per render", "busy: reads/s", "busy: cost",
               f"idle: {1 / idle:g} read/s"]
     rows = []
     for b in scrape["bodies"]:
+        busy_reads = f"{b['busy_reads_per_s']:.2g}" if "busy_reads_per_s" in b else f"{1 / busy:g}"
         rows.append([b["body"], f"{b['bytes']:,}", f"{b['series']:,}", _ms(b["cpu_s"], 2), _ms(b["wall_s"], 2),
-                     f"{b['busy_cores']:.3f} cores", f"{b['idle_cores']:.3f} cores"])
+                     busy_reads, f"{b['busy_cores']:.3f} cores", f"{b['idle_cores']:.3f} cores"])
     return lines + _table(header, rows) + [""]
 
 

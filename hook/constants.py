@@ -28,12 +28,12 @@ ADMITTED_GRACE_MAX_S = 3600.0
 POLL_INTERVAL_S = 1.0
 
 # While work is in flight, reads come this often, so the first idle read follows the last
-# request within a quarter second (median lag to the hook's return 1.24 s instead of 1.62 s
+# request within a quarter second (median lag to the hook's return 1.21 s instead of 1.57 s
 # against the emulated engine: bench/RESULTS.md).
 BUSY_POLL_INTERVAL_S = 0.25
 
 # ...but never so often that scraping costs the engine more than this share of a core. A read's
-# duration is mostly the engine rendering its exposition (4.5 ms of CPU for vLLM's ~47 KB, 57 ms
+# duration is mostly the engine rendering its exposition (5.4 ms of CPU for vLLM's ~47 KB, 61 ms
 # for ~500 KB: bench/RESULTS.md), so reads while busy start at least duration / share apart: a
 # large exposition is read at the normal interval, a small one four times a second.
 BUSY_READ_ENGINE_SHARE = 0.05

@@ -133,6 +133,13 @@ class Finish:
     at: float | None = None  # when to return: the deadline for DEADLINE, now otherwise
 
 
+def busy_spacing_s(read_duration_s: float, *, busy_interval_s: float, interval_s: float) -> float:
+    """Between read starts while work is in flight: faster than `interval_s`, but a read that took
+    long (a large exposition) is not repeated so often that the scrapes load the engine: at most
+    BUSY_READ_ENGINE_SHARE of its time."""
+    return min(interval_s, max(busy_interval_s, read_duration_s / BUSY_READ_ENGINE_SHARE))
+
+
 def next_step(plan: DrainPlan, state: DrainState, now: float) -> ReadAt | Finish:
     """When to read next, or that the deadline comes first.
 
@@ -146,10 +153,8 @@ def next_step(plan: DrainPlan, state: DrainState, now: float) -> ReadAt | Finish
     elif state.idle_streak > 0 and state.first_idle_at is not None:
         due_at = max(last.started_at + plan.interval_s, state.first_idle_at + IDLE_CONFIRM_GAP_S)
     elif last.outcome is ReadOutcome.BUSY:
-        # Faster while busy, but a read that took long (a large exposition) is not repeated so
-        # often that the scrapes load the engine: at most BUSY_READ_ENGINE_SHARE of its time.
-        spacing_s = min(plan.interval_s, max(plan.busy_interval_s, last.duration_s / BUSY_READ_ENGINE_SHARE))
-        due_at = last.started_at + spacing_s
+        due_at = last.started_at + busy_spacing_s(last.duration_s, busy_interval_s=plan.busy_interval_s,
+                                                  interval_s=plan.interval_s)
     else:
         due_at = last.started_at + plan.interval_s
     at = max(now, due_at)

@@ -24,10 +24,13 @@ def test_tail_requests_are_drawn_to_end_in_their_window_after_the_delete():
 
 
 def test_every_family_has_cells_in_a_quick_run_and_more_in_a_full_one():
-    quick, full = all_cells(None, quick=True), all_cells(None, quick=False)
+    quick = [*all_cells(None, quick=True), *return_lag.cells(None, quick=True)]
+    full = [*all_cells(None, quick=False), *return_lag.cells(None, quick=False)]
     families = {split_roles.FAMILY, leader_worker.FAMILY, shutdown_timeout.FAMILY, return_lag.FAMILY}
     assert {c.key()["family"] for c in quick} == families == {c.key()["family"] for c in full}
     assert len(quick) < len(full) / 5
+    # The return lag is a timing: its deletions are not among those the big pool runs together.
+    assert return_lag.FAMILY not in {c.key()["family"] for c in all_cells(None, quick=False)}
     # Paired: every strategy of a scenario runs every repeat.
     keys = [c.key() for c in full]
     assert len({tuple(sorted(k.items())) for k in keys}) == len(keys)
@@ -98,13 +101,14 @@ def test_one_deletion_of_each_family_runs_and_renders():
     # Two idle reads at least 1 s apart after the last end: the lag is over 1 s, and well under 2.
     assert 1.0 <= lag["lag_s"] < 2.0 and lag["hook_outcome"] == "idle"
 
-    part = {"settings": {"jobs": 4, "quick": True, "repeats": {"split roles": 1}},
+    part = {"settings": {"jobs": 4, "lag_jobs": 2, "quick": True, "repeats": {"split roles": 1}},
             "cells": [split, pair, timeout, lag], "cpu": {"wall_s": 30.0}}
     text = "\n".join(report_configurations.render(part))
     assert "| decode | idle, never served | prestop |" in text
     assert "| busy leader | prestop --follow-leader |" in text
     assert "| slow router | sleep 5 + --shutdown-timeout 20 |" in text
     assert "| busy | --busy-interval 0.25 | 1 |" in text
+    assert "4 deletions, 3 of them 4 at a time, then the 1 return-lag ones (a timing) 2 at a time" in text
 
 
 
