@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import socket
 import subprocess
@@ -30,16 +29,17 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.process_costs import GNU_TIME, footprint, max_rss_kib, session_sum_kib, version_line
+
 REPO = Path(__file__).resolve().parents[1]
 IDLE_FIXTURE = REPO / "emulation" / "templates" / "vllm-0.32.0-cpu-metrics-idle.txt"
-GNU_TIME = Path("/usr/bin/time")
 
 # Short poll spacing: the drain (two idle reads) ends ~0.2 s after the first read.
 INTERVAL_S = 0.2
 # A run that has not finished in this long is broken, not slow.
 RUN_TIMEOUT_S = 30.0
-
-_MAX_RSS = re.compile(r"Maximum resident set size \(kbytes\): (\d+)")
+# What the console script imports beyond the standard library: what an image must carry for it.
+PRESTOP_PACKAGES = ("hook", "prometheus_client")
 
 
 def _idle_body() -> bytes:
@@ -47,25 +47,6 @@ def _idle_body() -> bytes:
         return IDLE_FIXTURE.read_bytes()
     return (b'vllm:num_requests_running{engine="0",model_name="tiny"} 0.0\n'
             b'vllm:num_requests_waiting{engine="0",model_name="tiny"} 0.0\n')
-
-
-def _session_hwm_kib(session_id: int, exclude: int | None) -> int:
-    total = 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == exclude:
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read()
-            if int(stat[stat.rindex(b")") + 2:].split()[3]) != session_id:
-                continue
-            with open(f"/proc/{entry}/status") as f:
-                for line in f:
-                    if line.startswith("VmHWM:"):
-                        total += int(line.split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-    return total
 
 
 class RawMetricsSocket:
@@ -111,7 +92,7 @@ class RawMetricsSocket:
                     with self._lock:
                         reads, session = len(self._arrivals), self._session
                     if reads == 2 and session is not None:  # every process is up and has parsed a body
-                        self.session_hwm_kib = _session_hwm_kib(*session)
+                        self.session_hwm_kib = session_sum_kib(*session, "VmHWM")
                     head = (f"HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
                             f"Content-Length: {len(self._body)}\r\nConnection: close\r\n\r\n").encode()
                     connection.sendall(head + self._body)
@@ -167,39 +148,13 @@ def _memory_run(runs: ExecutableRuns, server: RawMetricsSocket, env: dict, time_
                                stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
     server.expect(process.pid, process.pid)  # the session, less /usr/bin/time itself
     process.wait(timeout=RUN_TIMEOUT_S)
-    match = _MAX_RSS.search(time_file.read_text(errors="replace"))
-    if process.returncode != 0 or match is None:
+    peak_kib = max_rss_kib(time_file)
+    if process.returncode != 0 or peak_kib is None:
         runs.failures.append(f"/usr/bin/time run: exit {process.returncode}")
         return
-    runs.max_rss_kib.append(int(match.group(1)))
+    runs.max_rss_kib.append(peak_kib)
     if server.session_hwm_kib:
         runs.session_hwm_kib.append(server.session_hwm_kib)
-
-
-def _tree_bytes(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
-
-
-def footprint(name: str, path: Path) -> dict:
-    """Bytes a Pod has to carry for this executable."""
-    if name == "bundle":
-        return {"bytes": path.stat().st_size, "note": "one static file: no Python needed in the image"}
-    import importlib.util
-
-    spec = importlib.util.find_spec("prometheus_client")
-    client_dir = Path(spec.origin).parent if spec and spec.origin else None
-    hook_dir = REPO / "hook"
-    parts = {"script": path.stat().st_size, "hook/": _tree_bytes(hook_dir),
-             "prometheus_client/": _tree_bytes(client_dir) if client_dir else 0}
-    return {"bytes": sum(parts.values()), "parts": parts,
-            "note": "plus a Python ≥ 3.11 interpreter in the image (not counted)"}
-
-
-def version_line(path: Path) -> str:
-    try:
-        return subprocess.run([str(path), "version"], capture_output=True, text=True, timeout=30).stdout.strip()
-    except (OSError, subprocess.SubprocessError) as exc:
-        return f"(version failed: {exc})"
 
 
 def measure(executables: dict[str, Path], runs: int) -> dict:
@@ -232,8 +187,8 @@ def measure(executables: dict[str, Path], runs: int) -> dict:
         "executables": {
             name: {
                 "path": r.path,
-                "version": version_line(Path(r.path)),
-                "footprint": footprint(name, Path(r.path)),
+                "version": version_line(Path(r.path), "version"),
+                "footprint": footprint(name, Path(r.path), PRESTOP_PACKAGES),
                 "first_request_s": r.first_request_s,
                 "first_log_s": r.first_log_s,
                 "max_rss_kib": r.max_rss_kib,

@@ -20,9 +20,7 @@ Runs alternate between the executables so drift on the machine falls on both ali
 from __future__ import annotations
 
 import http.client
-import importlib.util
 import os
-import re
 import shutil
 import signal
 import socket
@@ -32,17 +30,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.process_costs import GNU_TIME, footprint, max_rss_kib, session_sum_kib, tree_bytes, version_line
+
 REPO = Path(__file__).resolve().parents[1]
-GNU_TIME = Path("/usr/bin/time")
 POLL_S = 0.002
 SETTLE_S = 1.0  # after listening: the start-up's transient memory is past
 RUN_TIMEOUT_S = 30.0
 # What the console script imports beyond the standard library: what an image must carry for it.
 SIDECAR_PACKAGES = ("hook", "sidecar", "aiohttp", "uvloop", "prometheus_client", "multidict", "yarl",
                     "frozenlist", "aiosignal", "propcache", "aiohappyeyeballs", "attr", "attrs", "idna")
-
-_MAX_RSS = re.compile(r"Maximum resident set size \(kbytes\): (\d+)")
-
 
 @dataclass
 class ExecutableRuns:
@@ -122,27 +118,6 @@ def _timed_run(runs: ExecutableRuns, env: dict) -> None:
     runs.first_answer_s.append(answered)
 
 
-def _session_sum_kib(session_id: int, exclude: int, key: str, status: bool) -> int:
-    total = 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == exclude:
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read()
-            if int(stat[stat.rindex(b")") + 2:].split()[3]) != session_id:
-                continue
-            with open(f"/proc/{entry}/{'status' if status else 'smaps_rollup'}") as f:
-                total += next(int(line.split()[1]) for line in f if line.startswith(key + ":"))
-        except (OSError, ValueError, IndexError, StopIteration):
-            continue  # the process ended between the listing and the read
-    return total
-
-
-def _tree_bytes(path: Path) -> int:
-    return sum(p.lstat().st_size for p in path.rglob("*") if p.is_file())
-
-
 def _memory_run(runs: ExecutableRuns, env: dict, time_file: Path) -> None:
     port, engine_port = _free_port(), _free_port()
     argv = [str(GNU_TIME), "-v", "-o", str(time_file), *_argv(runs.path, port, engine_port)]
@@ -155,36 +130,16 @@ def _memory_run(runs: ExecutableRuns, env: dict, time_file: Path) -> None:
             return
         time.sleep(SETTLE_S)
         # The session, less /usr/bin/time itself.
-        runs.session_hwm_kib.append(_session_sum_kib(process.pid, process.pid, "VmHWM", status=True))
-        runs.session_pss_kib.append(_session_sum_kib(process.pid, process.pid, "Pss", status=False))
-        runs.unpacked_bytes.append(_tree_bytes(Path(env["TMPDIR"])))
+        runs.session_hwm_kib.append(session_sum_kib(process.pid, process.pid, "VmHWM"))
+        runs.session_pss_kib.append(session_sum_kib(process.pid, process.pid, "Pss", source="smaps_rollup"))
+        runs.unpacked_bytes.append(tree_bytes(Path(env["TMPDIR"])))
     finally:
         _stop(process)  # /usr/bin/time ignores SIGINT and reports once its child has exited
-    match = _MAX_RSS.search(time_file.read_text(errors="replace"))
-    if match is None:
+    peak_kib = max_rss_kib(time_file)
+    if peak_kib is None:
         runs.failures.append(f"/usr/bin/time run: exit {process.returncode}, no report")
         return
-    runs.max_rss_kib.append(int(match.group(1)))
-
-
-def footprint(name: str, path: Path) -> dict:
-    """Bytes a Pod has to carry for this executable."""
-    if name == "bundle":
-        return {"bytes": path.stat().st_size, "note": "one static file: no Python needed in the image"}
-    parts = {"script": path.stat().st_size}
-    for package in SIDECAR_PACKAGES:
-        spec = importlib.util.find_spec(package)
-        if spec is not None and spec.origin:
-            parts[f"{package}/"] = _tree_bytes(Path(spec.origin).parent)
-    return {"bytes": sum(parts.values()), "parts": parts,
-            "note": "plus a Python ≥ 3.11 interpreter in the image (not counted)"}
-
-
-def version_line(path: Path) -> str:
-    try:
-        return subprocess.run([str(path), "--version"], capture_output=True, text=True, timeout=30).stdout.strip()
-    except (OSError, subprocess.SubprocessError) as exc:
-        return f"(--version failed: {exc})"
+    runs.max_rss_kib.append(peak_kib)
 
 
 def measure(executables: dict[str, Path], runs: int) -> dict:
@@ -214,8 +169,8 @@ def measure(executables: dict[str, Path], runs: int) -> dict:
         "executables": {
             name: {
                 "path": r.path,
-                "version": version_line(Path(r.path)),
-                "footprint": footprint(name, Path(r.path)),
+                "version": version_line(Path(r.path), "--version"),
+                "footprint": footprint(name, Path(r.path), SIDECAR_PACKAGES),
                 "listening_s": r.listening_s,
                 "first_answer_s": r.first_answer_s,
                 "max_rss_kib": r.max_rss_kib,

@@ -163,6 +163,19 @@ def _drain_section(results: dict) -> list[str]:
 
 # --- costs -----------------------------------------------------------------------------------------
 
+def _executable_notes(executables: dict) -> list[str]:
+    """A line per executable: where it is, its version, what it carries on disk, its failed runs."""
+    lines = []
+    for name, e in executables.items():
+        fp = e["footprint"]
+        detail = ", ".join(f"{k} {_size(v)}" for k, v in fp.get("parts", {}).items())
+        lines.append(f"- **{name}**: `{e['path']}` — {e['version']}. On disk: {_size(fp['bytes'])}"
+                     f"{' (' + detail + ')' if detail else ''}; {fp['note']}.")
+        if e["failures"]:
+            lines.append(f"  - {len(e['failures'])} failed run(s): `{e['failures'][0]}`")
+    return lines
+
+
 def _prestop_section(prestop: dict) -> list[str]:
     lines = ["### prestop: start-up, memory, size", "",
              f"{prestop['runs']} runs of each executable, alternating, after one warm-up run each; a whole drain "
@@ -185,13 +198,7 @@ def _prestop_section(prestop: dict) -> list[str]:
                      _mib(e["session_hwm_kib"]) if e["session_hwm_kib"] else _DASH])
     lines += _table(header, rows)
     lines.append("")
-    for name, e in prestop["executables"].items():
-        fp = e["footprint"]
-        detail = ", ".join(f"{k} {_size(v)}" for k, v in fp.get("parts", {}).items())
-        lines.append(f"- **{name}**: `{e['path']}` — {e['version']}. On disk: {_size(fp['bytes'])}"
-                     f"{' (' + detail + ')' if detail else ''}; {fp['note']}.")
-        if e["failures"]:
-            lines.append(f"  - {len(e['failures'])} failed run(s): `{e['failures'][0]}`")
+    lines += _executable_notes(prestop["executables"])
     lines += ["- *exec → first request*: from just before the exec to the first read's bytes at the socket. "
               "*exec → first log line*: the hook's own `drain_started` elapsed_s, counted from the kernel's "
               "start time of the outermost process. *Peak RSS*: `/usr/bin/time -v` (the largest single process, "
@@ -219,13 +226,7 @@ def _sidecar_start_section(start: dict) -> list[str]:
                      _size(int(statistics.median(e["unpacked_bytes"]))) if e["unpacked_bytes"] else _DASH])
     lines += _table(header, rows)
     lines.append("")
-    for name, e in start["executables"].items():
-        fp = e["footprint"]
-        detail = ", ".join(f"{k} {_size(v)}" for k, v in fp.get("parts", {}).items())
-        lines.append(f"- **{name}**: `{e['path']}` — {e['version']}. On disk: {_size(fp['bytes'])}"
-                     f"{' (' + detail + ')' if detail else ''}; {fp['note']}.")
-        if e["failures"]:
-            lines.append(f"  - {len(e['failures'])} failed run(s): `{e['failures'][0]}`")
+    lines += _executable_notes(start["executables"])
     lines += ["- *exec → listening*: from just before the exec until a TCP connect to the sidecar's port "
               "succeeds (polled every 2 ms). *exec → first /healthz*: until `GET /healthz` answers 200. "
               "*Peak RSS*: `/usr/bin/time -v` (the largest single process, in separate runs). *VmHWM* and "

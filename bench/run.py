@@ -37,6 +37,7 @@ from bench import (  # noqa: E402
     report,
 )
 from bench.machine import CpuMeter, describe  # noqa: E402
+from bench.process_costs import version_line  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 PARTS = ("prestop", "sidecar-start", "reading", "scrape", "sidecar", "reliability", "drain", "configurations")
@@ -101,7 +102,7 @@ def run_scrape(quick: bool) -> dict:
 
 def run_configurations(prestop: Path, shown_as: str, repeats: int | None, quick: bool, jobs: int) -> dict:
     result = drain_configurations.run(prestop, repeats, quick, jobs, progress=_log)
-    result["settings"].update(prestop=shown_as, prestop_version=cost_prestop.version_line(prestop))
+    result["settings"].update(prestop=shown_as, prestop_version=version_line(prestop, "version"))
     return result
 
 
@@ -135,7 +136,7 @@ def run_drain(prestop: Path, shown_as: str, graces_s: tuple[float, ...], repeats
             "graces_s": list(graces_s), "repeats": repeats, "jobs": jobs,
             "route_lag_range_s": list(drain_quality.ROUTE_LAG_RANGE_S),
             "prestop": shown_as,
-            "prestop_version": cost_prestop.version_line(prestop),
+            "prestop_version": version_line(prestop, "version"),
         },
         "cells": [r.as_dict() for r in results],
     }

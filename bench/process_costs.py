@@ -1,0 +1,71 @@
+"""What an executable costs a Pod, measured the same way for prestop and drain-sidecar.
+
+Both cost benches run an executable (the static bundle, the console script) as its own session
+and ask the same questions of it: how much memory its processes hold (summed over the session:
+the bundle is three processes), what `/usr/bin/time -v` saw as the largest, what it carries on
+disk. One home for those answers, so the two tables in bench/RESULTS.md cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+from pathlib import Path
+
+GNU_TIME = Path("/usr/bin/time")
+
+_MAX_RSS = re.compile(r"Maximum resident set size \(kbytes\): (\d+)")
+
+
+def max_rss_kib(time_report: Path) -> int | None:
+    """The largest single process's peak RSS from a `/usr/bin/time -v -o FILE` report, or None."""
+    match = _MAX_RSS.search(time_report.read_text(errors="replace"))
+    return int(match.group(1)) if match else None
+
+
+def session_sum_kib(session_id: int, exclude: int | None, key: str, *, source: str = "status") -> int:
+    """`key` (a kiB field of /proc/PID/`source`: VmHWM in status, Pss in smaps_rollup) summed over
+    every process of the session, less `exclude` (a wrapper such as /usr/bin/time)."""
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == exclude:
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+            if int(stat[stat.rindex(b")") + 2:].split()[3]) != session_id:
+                continue
+            with open(f"/proc/{entry}/{source}") as f:
+                total += next(int(line.split()[1]) for line in f if line.startswith(key + ":"))
+        except (OSError, ValueError, IndexError, StopIteration):
+            continue  # the process ended between the listing and the read
+    return total
+
+
+def tree_bytes(path: Path) -> int:
+    """Bytes of the regular files below `path` (links counted as themselves, not their targets)."""
+    return sum(p.lstat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def footprint(name: str, path: Path, packages: tuple[str, ...]) -> dict:
+    """Bytes a Pod has to carry for this executable: the bundle alone, or the console script and
+    the packages it imports beyond the standard library."""
+    if name == "bundle":
+        return {"bytes": path.stat().st_size, "note": "one static file: no Python needed in the image"}
+    parts = {"script": path.stat().st_size}
+    for package in packages:
+        spec = importlib.util.find_spec(package)
+        if spec is not None and spec.origin:
+            parts[f"{package}/"] = tree_bytes(Path(spec.origin).parent)
+    return {"bytes": sum(parts.values()), "parts": parts,
+            "note": "plus a Python ≥ 3.11 interpreter in the image (not counted)"}
+
+
+def version_line(path: Path, flag: str) -> str:
+    """What the executable says of its own version (`flag`: its version command or option)."""
+    try:
+        return subprocess.run([str(path), flag], capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"({flag} failed: {exc})"
