@@ -15,8 +15,11 @@ NOT_SOURCE = {".git", ".venv", "dist", ".pytest_cache", ".mypy_cache", ".hypothe
               "__pycache__"}
 NOT_SOURCE_PATHS = {REPO / "build" / "out"}
 
-# A sibling folder of the checkout, and the machine-local folders this was written in.
-OUTSIDE = re.compile(r"\.\./shared/|(?<![\w.])(/work/|/tmp/research|/home/\w+/|/root/[\w.])")
+# A sibling folder of the checkout, and the machine-local folders this was written in. Named in
+# pieces, so that this file is held to its own rule like every other (and so is any scanner's).
+SIBLING_FOLDER = "shared"
+MACHINE_FOLDERS = ("work/", "tmp/research", r"home/\w+/", r"root/[\w.]")
+OUTSIDE = re.compile(r"\.\./" + SIBLING_FOLDER + r"/|(?<![\w.])(" + "|".join("/" + f for f in MACHINE_FOLDERS) + ")")
 
 
 def source_files() -> list[Path]:
@@ -36,8 +39,6 @@ def source_files() -> list[Path]:
 def test_no_file_refers_outside_the_repository():
     offenders = []
     for path in source_files():
-        if path == Path(__file__):
-            continue  # the patterns themselves
         try:
             text = path.read_text(encoding="utf-8")
         except (UnicodeDecodeError, OSError):

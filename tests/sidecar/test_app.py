@@ -8,6 +8,7 @@ import time
 
 import aiohttp
 
+from sidecar.app import WORK
 from sidecar.constants import SCHEMA_VERSION
 
 
@@ -119,7 +120,7 @@ def test_readyz_healthz_and_own_metrics(sidecar):
 def test_errors_are_json_with_stable_codes(sidecar):
     for method, path, status, code in (("GET", "/nope", 404, "not_found"),
                                        ("GET", "/%3Cscript%3Ealert(1)%3C/script%3E", 404, "not_found"),
-                                       ("GET", "/v1/work/../x", 404, "not_found"),
+                                       ("GET", f"{WORK}/../x", 404, "not_found"),
                                        ("POST", "/v1/work", 405, "method_not_allowed"),
                                        ("DELETE", "/healthz", 405, "method_not_allowed"),
                                        ("HEAD", "/v1/work", 405, "method_not_allowed")):
