@@ -19,17 +19,15 @@ Runs alternate between the executables so drift on the machine falls on both ali
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import socket
 import subprocess
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.process_costs import GNU_TIME, footprint, max_rss_kib, session_sum_kib, version_line
+from bench.process_costs import (GNU_TIME, ExecutableRuns, alternate, footprint, max_rss_kib, session_sum_kib,
+                                 version_line)
 
 REPO = Path(__file__).resolve().parents[1]
 IDLE_FIXTURE = REPO / "emulation" / "templates" / "vllm-0.32.0-cpu-metrics-idle.txt"
@@ -101,14 +99,9 @@ class RawMetricsSocket:
 
 
 @dataclass
-class ExecutableRuns:
-    name: str
-    path: str
+class PrestopRuns(ExecutableRuns):
     first_request_s: list[float] = field(default_factory=list)
     first_log_s: list[float] = field(default_factory=list)
-    max_rss_kib: list[int] = field(default_factory=list)
-    session_hwm_kib: list[int] = field(default_factory=list)
-    failures: list[str] = field(default_factory=list)
 
 
 def _drain_argv(path: str, port: int) -> list[str]:
@@ -127,7 +120,7 @@ def _first_log_s(stderr: str) -> float | None:
     return None
 
 
-def _timed_run(runs: ExecutableRuns, server: RawMetricsSocket, env: dict) -> None:
+def _timed_run(runs: PrestopRuns, server: RawMetricsSocket, env: dict) -> None:
     started = time.monotonic()
     process = subprocess.Popen(_drain_argv(runs.path, server.port), env=env, start_new_session=True,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
@@ -142,7 +135,7 @@ def _timed_run(runs: ExecutableRuns, server: RawMetricsSocket, env: dict) -> Non
     runs.first_log_s.append(first_log)
 
 
-def _memory_run(runs: ExecutableRuns, server: RawMetricsSocket, env: dict, time_file: Path) -> None:
+def _memory_run(runs: PrestopRuns, server: RawMetricsSocket, env: dict, time_file: Path) -> None:
     argv = [str(GNU_TIME), "-v", "-o", str(time_file), *_drain_argv(runs.path, server.port)]
     process = subprocess.Popen(argv, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
@@ -160,43 +153,17 @@ def _memory_run(runs: ExecutableRuns, server: RawMetricsSocket, env: dict, time_
 def measure(executables: dict[str, Path], runs: int) -> dict:
     """`executables`: name -> path. Returns the raw samples and the footprint of each."""
     server = RawMetricsSocket()
-    all_runs = {name: ExecutableRuns(name, str(path)) for name, path in executables.items()}
-    unpack_dirs = {name: tempfile.mkdtemp(prefix=f"bench-prestop-{name}-") for name in executables}
-    envs = {name: {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TMPDIR": unpack_dirs[name]}
-            for name in executables}
-    time_file = Path(tempfile.mkstemp(prefix="bench-time-")[1])
-    try:
-        for name in executables:  # warm the page cache, as a node that ran the image before has
-            _timed_run(ExecutableRuns(name, str(executables[name])), server, envs[name])
-        for _ in range(runs):
-            for name, r in all_runs.items():
-                _timed_run(r, server, envs[name])
-        have_time = GNU_TIME.exists()
-        if have_time:
-            for _ in range(runs):
-                for name, r in all_runs.items():
-                    _memory_run(r, server, envs[name], time_file)
-    finally:
-        time_file.unlink(missing_ok=True)
-        for d in unpack_dirs.values():
-            shutil.rmtree(d, ignore_errors=True)
+    all_runs = {name: PrestopRuns(name, str(path)) for name, path in executables.items()}
+    alternate(all_runs, runs, tmp_prefix="bench-prestop",
+              timed=lambda r, env: _timed_run(r, server, env),
+              memory=lambda r, env, report: _memory_run(r, server, env, report))
     return {
         "runs": runs,
         "interval_s": INTERVAL_S,
         "gnu_time": GNU_TIME.exists(),
         "executables": {
-            name: {
-                "path": r.path,
-                "version": version_line(Path(r.path), "version"),
-                "footprint": footprint(name, Path(r.path), PRESTOP_PACKAGES),
-                "first_request_s": r.first_request_s,
-                "first_log_s": r.first_log_s,
-                "max_rss_kib": r.max_rss_kib,
-                "session_hwm_kib": r.session_hwm_kib,
-                "failures": r.failures,
-            }
+            name: {"path": r.path, "version": version_line(Path(r.path), "version"),
+                   "footprint": footprint(name, Path(r.path), PRESTOP_PACKAGES), **r.samples()}
             for name, r in all_runs.items()
         },
     }
-
-

@@ -21,16 +21,15 @@ from __future__ import annotations
 
 import http.client
 import os
-import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.process_costs import GNU_TIME, footprint, max_rss_kib, session_sum_kib, tree_bytes, version_line
+from bench.process_costs import (GNU_TIME, ExecutableRuns, alternate, footprint, max_rss_kib, session_sum_kib,
+                                 tree_bytes, version_line)
 
 REPO = Path(__file__).resolve().parents[1]
 POLL_S = 0.002
@@ -41,16 +40,11 @@ SIDECAR_PACKAGES = ("hook", "sidecar", "aiohttp", "uvloop", "prometheus_client",
                     "frozenlist", "aiosignal", "propcache", "aiohappyeyeballs", "attr", "attrs", "idna")
 
 @dataclass
-class ExecutableRuns:
-    name: str
-    path: str
+class SidecarRuns(ExecutableRuns):
     listening_s: list[float] = field(default_factory=list)
     first_answer_s: list[float] = field(default_factory=list)
-    max_rss_kib: list[int] = field(default_factory=list)
-    session_hwm_kib: list[int] = field(default_factory=list)
     session_pss_kib: list[int] = field(default_factory=list)
     unpacked_bytes: list[int] = field(default_factory=list)
-    failures: list[str] = field(default_factory=list)
 
 
 def _free_port() -> int:
@@ -101,7 +95,7 @@ def _stop(process: subprocess.Popen) -> None:
         process.wait()
 
 
-def _timed_run(runs: ExecutableRuns, env: dict) -> None:
+def _timed_run(runs: SidecarRuns, env: dict) -> None:
     port, engine_port = _free_port(), _free_port()
     started = time.monotonic()
     process = subprocess.Popen(_argv(runs.path, port, engine_port), env=env, start_new_session=True,
@@ -118,7 +112,7 @@ def _timed_run(runs: ExecutableRuns, env: dict) -> None:
     runs.first_answer_s.append(answered)
 
 
-def _memory_run(runs: ExecutableRuns, env: dict, time_file: Path) -> None:
+def _memory_run(runs: SidecarRuns, env: dict, time_file: Path) -> None:
     port, engine_port = _free_port(), _free_port()
     argv = [str(GNU_TIME), "-v", "-o", str(time_file), *_argv(runs.path, port, engine_port)]
     started = time.monotonic()
@@ -144,41 +138,14 @@ def _memory_run(runs: ExecutableRuns, env: dict, time_file: Path) -> None:
 
 def measure(executables: dict[str, Path], runs: int) -> dict:
     """`executables`: name -> path. Returns the raw samples and the footprint of each."""
-    all_runs = {name: ExecutableRuns(name, str(path)) for name, path in executables.items()}
-    unpack_dirs = {name: tempfile.mkdtemp(prefix=f"bench-sidecar-{name}-") for name in executables}
-    envs = {name: {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TMPDIR": unpack_dirs[name]}
-            for name in executables}
-    time_file = Path(tempfile.mkstemp(prefix="bench-time-")[1])
-    try:
-        for name in executables:  # warm the page cache, as a node that ran the image before has
-            _timed_run(ExecutableRuns(name, str(executables[name])), envs[name])
-        for _ in range(runs):
-            for name, r in all_runs.items():
-                _timed_run(r, envs[name])
-        if GNU_TIME.exists():
-            for _ in range(runs):
-                for name, r in all_runs.items():
-                    _memory_run(r, envs[name], time_file)
-    finally:
-        time_file.unlink(missing_ok=True)
-        for d in unpack_dirs.values():
-            shutil.rmtree(d, ignore_errors=True)
+    all_runs = {name: SidecarRuns(name, str(path)) for name, path in executables.items()}
+    alternate(all_runs, runs, tmp_prefix="bench-sidecar", timed=_timed_run, memory=_memory_run)
     return {
         "runs": runs,
         "gnu_time": GNU_TIME.exists(),
         "executables": {
-            name: {
-                "path": r.path,
-                "version": version_line(Path(r.path), "--version"),
-                "footprint": footprint(name, Path(r.path), SIDECAR_PACKAGES),
-                "listening_s": r.listening_s,
-                "first_answer_s": r.first_answer_s,
-                "max_rss_kib": r.max_rss_kib,
-                "session_hwm_kib": r.session_hwm_kib,
-                "session_pss_kib": r.session_pss_kib,
-                "unpacked_bytes": r.unpacked_bytes,
-                "failures": r.failures,
-            }
+            name: {"path": r.path, "version": version_line(Path(r.path), "--version"),
+                   "footprint": footprint(name, Path(r.path), SIDECAR_PACKAGES), **r.samples()}
             for name, r in all_runs.items()
         },
     }

@@ -11,8 +11,12 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import shutil
 import subprocess
+import tempfile
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Callable, TypeVar
 
 GNU_TIME = Path("/usr/bin/time")
 
@@ -69,3 +73,48 @@ def version_line(path: Path, flag: str) -> str:
         return subprocess.run([str(path), flag], capture_output=True, text=True, timeout=30).stdout.strip()
     except (OSError, subprocess.SubprocessError) as exc:
         return f"({flag} failed: {exc})"
+
+
+
+@dataclass
+class ExecutableRuns:
+    """One executable's samples over a bench; each cost bench adds the figures it times."""
+
+    name: str
+    path: str
+    max_rss_kib: list[int] = field(default_factory=list)
+    session_hwm_kib: list[int] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+    def samples(self) -> dict:
+        """Every list of samples, by name, for results.json."""
+        return {k: v for k, v in asdict(self).items() if k not in ("name", "path")}
+
+
+R = TypeVar("R", bound=ExecutableRuns)
+
+
+def alternate(all_runs: dict[str, R], rounds: int, *, tmp_prefix: str,
+              timed: Callable[[R, dict], None], memory: Callable[[R, dict, Path], None]) -> None:
+    """Runs each executable once to warm the page cache (as a node that ran the image before has;
+    those figures are not kept), then `rounds` timed runs and, where /usr/bin/time exists, `rounds`
+    memory runs, alternating the executables so drift on the machine falls on all alike. Each
+    executable unpacks into a TMPDIR of its own, removed after."""
+    unpack_dirs = {name: tempfile.mkdtemp(prefix=f"{tmp_prefix}-{name}-") for name in all_runs}
+    envs = {name: {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TMPDIR": unpack_dirs[name]}
+            for name in all_runs}
+    time_report = Path(tempfile.mkstemp(prefix="bench-time-")[1])
+    try:
+        for name, r in all_runs.items():
+            timed(type(r)(r.name, r.path), envs[name])
+        for _ in range(rounds):
+            for name, r in all_runs.items():
+                timed(r, envs[name])
+        if GNU_TIME.exists():
+            for _ in range(rounds):
+                for name, r in all_runs.items():
+                    memory(r, envs[name], time_report)
+    finally:
+        time_report.unlink(missing_ok=True)
+        for d in unpack_dirs.values():
+            shutil.rmtree(d, ignore_errors=True)

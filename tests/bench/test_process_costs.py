@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.process_costs import GNU_TIME, footprint, max_rss_kib, session_sum_kib, tree_bytes, version_line
+from bench.process_costs import (GNU_TIME, ExecutableRuns, alternate, footprint, max_rss_kib, session_sum_kib,
+                                 tree_bytes, version_line)
 
 
 def test_a_session_sums_the_memory_of_its_own_processes_only(tmp_path):
@@ -58,3 +59,26 @@ def test_a_version_that_cannot_run_is_said_not_raised(tmp_path):
     assert version_line(Path(sys.executable), "--version").startswith("Python 3.")
     missing = version_line(tmp_path / "absent", "version")
     assert missing.startswith("(version failed: ") and "absent" in missing
+
+
+def test_runs_alternate_after_a_warm_up_that_is_not_kept_each_in_its_own_tmpdir_removed_after():
+    calls, tmpdirs = [], set()
+    all_runs = {"bundle": ExecutableRuns("bundle", "/b"), "console": ExecutableRuns("console", "/c")}
+
+    def timed(runs, env):
+        assert Path(env["TMPDIR"]).is_dir()
+        tmpdirs.add((runs.name, env["TMPDIR"]))
+        runs.failures.append("timed")
+        calls.append(("timed", runs.name, runs is all_runs[runs.name]))
+
+    def memory(runs, env, report):
+        assert report.exists()
+        calls.append(("memory", runs.name, runs is all_runs[runs.name]))
+
+    alternate(all_runs, 2, tmp_prefix="test-alternate", timed=timed, memory=memory)
+    warm_up = [("timed", "bundle", False), ("timed", "console", False)]
+    rounds = [("timed", "bundle", True), ("timed", "console", True)] * 2
+    memory_rounds = [("memory", "bundle", True), ("memory", "console", True)] * 2 if GNU_TIME.exists() else []
+    assert calls == warm_up + rounds + memory_rounds
+    assert all_runs["bundle"].samples() == {"max_rss_kib": [], "session_hwm_kib": [], "failures": ["timed"] * 2}
+    assert len({d for _, d in tmpdirs}) == 2 and not any(Path(d).exists() for _, d in tmpdirs)
