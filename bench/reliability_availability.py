@@ -41,7 +41,7 @@ from bench.reliability_meter import (  # noqa: E402
     summarize,
     timed_get,
 )
-from bench.reliability_server import ScriptedServer, canned  # noqa: E402
+from emulation.raw_server import RawServer, canned  # noqa: E402
 from tests.sidecar.sidecar_process import SidecarProcess  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -225,7 +225,7 @@ def measure(seconds: float, soak_s: float, sample_every_s: float) -> dict:
         token_file = Path(tmp) / "token"
         token_file.write_text(token + "\n")
         (Path(tmp) / "proc").mkdir()
-        with ScriptedServer(canned(bodies.http_200(body))) as engine, \
+        with RawServer(canned(bodies.http_200(body))) as engine, \
                 SidecarProcess("--port", str(engine.port), "--token-file", str(token_file), "--engine", "vllm",
                                "--proc-root", str(Path(tmp) / "proc")) as sidecar:
             rss_at_start = rss_kib(sidecar.pid)

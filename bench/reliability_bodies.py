@@ -1,13 +1,15 @@
 """What a hostile engine sends: the bodies and raw HTTP responses the reliability figures serve.
 
 Each is one way an engine's /metrics broke a reader once (issue 12), or the worst the reader's
-caps admit. They are served byte for byte by a scripted listener (bench/reliability_server.py),
+caps admit. They are served byte for byte by a scripted listener (emulation/raw_server.py),
 so the programs read them over a real socket exactly as they would read an engine.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+
+from emulation.raw_server import http_response
 
 REPO = Path(__file__).resolve().parents[1]
 # Bodies that once broke a reader, replayed by tests/hook/test_exposition_differential.py too.
@@ -33,8 +35,8 @@ LINE_CAP_CHARS = 4096
 
 
 def http_200(body: bytes, content_type: str = TEXT) -> bytes:
-    return (f"HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
-            "Connection: close\r\n\r\n").encode() + body
+    """A 200 as a real engine labels its exposition (with the charset)."""
+    return http_response(body, content_type=content_type)
 
 
 def chunked_200(body: bytes, size_line: bytes) -> bytes:

@@ -49,7 +49,7 @@ from bench.reliability_cases import (  # noqa: E402
     emulated_cases,
     scripted_cases,
 )
-from bench.reliability_server import Responder, ScriptedServer, canned  # noqa: E402
+from emulation.raw_server import RawServer, Responder, canned  # noqa: E402
 from hook.events import MAX_LINE_BYTES  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -158,7 +158,7 @@ def responder(served: Canned | Streamed) -> Responder:
 def serving(served: Scripted) -> Iterator[int]:
     """The port the case's engine answers on, for as long as the run lasts."""
     if not isinstance(served, NothingListens):
-        with ScriptedServer(responder(served)) as server:
+        with RawServer(responder(served)) as server:
             yield server.port
         return
     # Bound but never listening: refused, and no other process can take the port meanwhile.

@@ -32,7 +32,7 @@ from bench import reliability_bodies as bodies  # noqa: E402
 from bench.reliability_cases import DRAINED, Canned, HostileCase, Stdio, Streamed, scripted_cases  # noqa: E402
 from bench.reliability_hostile import OVERRUN_TOLERANCE_S, TRACEBACK, responder  # noqa: E402
 from bench.reliability_meter import CONTROLLER_TIMEOUT_S, timed_get  # noqa: E402
-from bench.reliability_server import ScriptedServer, canned  # noqa: E402
+from emulation.raw_server import RawServer, canned  # noqa: E402
 from sidecar.constants import SHUTDOWN_TIMEOUT_S, TOKEN_FILE_WAIT_S  # noqa: E402
 from tests.sidecar.sidecar_process import SidecarProcess  # noqa: E402
 
@@ -127,7 +127,7 @@ def hostile_bodies(cases: list[HostileCase]) -> dict:
         token_file.write_text(token + "\n")
         engine, proc_root = _fake_engine_root(work)
         try:
-            with ScriptedServer(canned(bodies.http_200(bodies.IDLE_VLLM))) as server:
+            with RawServer(canned(bodies.http_200(bodies.IDLE_VLLM))) as server:
                 sidecar = SidecarProcess("--port", str(server.port), "--token-file", str(token_file),
                                          "--proc-root", str(proc_root))
                 try:
@@ -236,7 +236,7 @@ def sigterm_mid_parse() -> dict:
     bound_s = LINGER_MAX_S + 2 * SHUTDOWN_TIMEOUT_S
     with tempfile.TemporaryDirectory(prefix="bench-sidecar-term-") as tmp:
         (Path(tmp) / "proc").mkdir()
-        with ScriptedServer(canned(bodies.http_200(heavy))) as server, \
+        with RawServer(canned(bodies.http_200(heavy))) as server, \
                 SidecarProcess("--port", str(server.port), "--linger-max", f"{LINGER_MAX_S:g}",
                                "--proc-root", str(Path(tmp) / "proc")) as sidecar, \
                 concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:

@@ -13,14 +13,14 @@ from bench.reliability_attack import attack
 from bench.reliability_availability import counter_deltas, sidecar_counters, slope_per_min
 from bench.reliability_hostile import serving
 from bench.reliability_meter import summarize, timed_get
-from bench.reliability_server import ScriptedServer, canned
+from emulation.raw_server import RawServer, canned
 from tests.sidecar.sidecar_process import SidecarProcess
 
 
 def test_the_meter_counts_every_failure_by_kind():
-    with ScriptedServer(canned(bodies.http_200(b"{}"))) as ok, \
-            ScriptedServer(canned(b"HTTP/1.1 503 Busy\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")) as full, \
-            ScriptedServer(lambda conn: conn.recv(1)) as hangs, serving(cases.NothingListens()) as closed:
+    with RawServer(canned(bodies.http_200(b"{}"))) as ok, \
+            RawServer(canned(b"HTTP/1.1 503 Busy\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")) as full, \
+            RawServer(lambda conn: conn.recv(1)) as hangs, serving(cases.NothingListens()) as closed:
         attempts = [timed_get(ok.port, "/healthz")[0], timed_get(full.port, "/healthz")[0],
                     timed_get(hangs.port, "/healthz", timeout_s=0.3)[0], timed_get(closed, "/healthz")[0]]
     assert [a.failure for a in attempts] == [None, "HTTP 503", "timeout", "refused"]

@@ -4,7 +4,7 @@ import pytest
 
 from hook.target import Target
 
-from .rawserver import RawServer
+from emulation.raw_server import RawServer
 
 
 @pytest.fixture

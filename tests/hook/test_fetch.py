@@ -11,7 +11,7 @@ from hook.fetch import FetchError, fetch
 from hook.outcome import ReadOutcome
 from hook.target import Target
 
-from .rawserver import canned, drip, hang, http_response
+from emulation.raw_server import canned, drip, hang, http_response
 
 BODY = b"vllm:num_requests_running 2\nvllm:num_requests_waiting 1\n"
 

@@ -10,7 +10,7 @@ from hook.leader import LeaderConfig, LeaderReader, leader_from_env, parse_leade
 from hook.outcome import ReadOutcome
 from hook.target import Target
 
-from .rawserver import canned, http_response
+from emulation.raw_server import canned, http_response
 
 
 @pytest.mark.parametrize("text, host, port, path", [

@@ -12,7 +12,7 @@ from hook.outcome import ReadOutcome
 from hook.reader import EngineReader, read_work
 from hook.target import Target
 
-from .rawserver import canned, hang, http_response
+from emulation.raw_server import canned, hang, http_response
 
 IDLE = b"vllm:num_requests_running{engine=\"0\"} 0\nvllm:num_requests_waiting{engine=\"0\"} 0\n"
 BUSY = b"vllm:num_requests_running{engine=\"0\"} 2\nvllm:num_requests_waiting{engine=\"0\"} 1\n"
