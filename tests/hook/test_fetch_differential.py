@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import queue
 import socket
-import threading
 import time
 from dataclasses import dataclass
 
@@ -17,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from emulation.raw_server import RawServer
 from hook.fetch import FetchError, fetch
 from hook.outcome import ReadOutcome
 from hook.target import Target
@@ -35,39 +35,16 @@ class Stream:
     body: bytes | None  # what a correct client reads, when the stream is a well-formed 200
 
 
-class ScriptedListener:
-    """One listener for every example: each connection gets the next scripted stream."""
-
-    def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        self.scripts: queue.Queue[Stream] = queue.Queue()
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            stream = self.scripts.get()
-            try:
-                conn.settimeout(2)
-                data = b""
-                while b"\r\n\r\n" not in data:
-                    chunk = conn.recv(4096)
-                    if not chunk:
-                        break
-                    data += chunk
-                for chunk in stream.chunks:
-                    conn.sendall(chunk)
-            except OSError:
-                pass  # the client gave up first: what some streams provoke
-            finally:
-                conn.close()
+# Each connection gets the next scripted stream, sent after the request's head, then closed.
+SCRIPTS: queue.Queue[Stream] = queue.Queue()
 
 
-LISTENER = ScriptedListener()
+def _send_next_script(conn: socket.socket) -> None:
+    for chunk in SCRIPTS.get().chunks:
+        conn.sendall(chunk)
+
+
+LISTENER = RawServer(_send_next_script)
 
 HEADER_JUNK = st.sampled_from([b"X-A: b", b"Server: engine", b"Date: today", b": empty-name", b"no-colon",
                                b"X-Long: " + b"y" * 3000, b"Connection: keep-alive", b"Content-Type: text/plain"])
@@ -136,7 +113,7 @@ def streams(draw) -> Stream:
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 @given(streams())
 def test_fetch_returns_the_body_or_a_classified_failure_by_its_deadline(stream):
-    LISTENER.scripts.put(stream)
+    SCRIPTS.put(stream)
     started = time.monotonic()
     try:
         response = fetch(Target("http", LISTENER.port, "/metrics"), timeout_s=TIMEOUT_S, max_body_bytes=MAX_BODY)
@@ -155,7 +132,7 @@ def test_fetch_returns_the_body_or_a_classified_failure_by_its_deadline(stream):
     b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffffffff\r\nabc",  # a size past every cap
 ])
 def test_streams_that_once_raised_past_the_fetch(wire):
-    LISTENER.scripts.put(Stream((wire,), None))
+    SCRIPTS.put(Stream((wire,), None))
     with pytest.raises(FetchError) as raised:
         fetch(Target("http", LISTENER.port, "/metrics"), timeout_s=TIMEOUT_S, max_body_bytes=MAX_BODY)
     assert raised.value.outcome in FAILURES
