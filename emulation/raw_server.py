@@ -39,7 +39,8 @@ class RawServer:
         self.connections = 0
         self.requests: list[bytes] = []
         self._closed = threading.Event()
-        threading.Thread(target=self._serve, name="raw-server", daemon=True).start()
+        self._acceptor = threading.Thread(target=self._serve, name="raw-server", daemon=True)
+        self._acceptor.start()
 
     def set(self, respond: Responder) -> None:
         """Answer the connections from now on with `respond`."""
@@ -77,7 +78,14 @@ class RawServer:
             conn.close()
 
     def close(self) -> None:
+        """Stop listening: a connect after this is refused. (Closing alone would not do it: the
+        accept blocked in the other thread keeps the listening socket open.)"""
         self._closed.set()
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept
+        except OSError:
+            pass  # already shut down
+        self._acceptor.join(timeout=REQUEST_WAIT_S)
         self._sock.close()
 
     def __enter__(self) -> RawServer:

@@ -14,22 +14,15 @@ from tests.engine_work import send_requests
 
 from .contract import assert_error, violations
 from .secret_volume import k8s_secret
-from .sidecar_process import SidecarProcess, kill_now
+from .sidecar_process import SidecarProcess
 
 SCHEMA = json.loads((Path(package.__file__).parent / "openapi.json").read_text())["components"]["schemas"]
 
 
 @pytest.fixture(scope="module")
-def engine():
-    with EngineProcess("--kind", "vllm") as e:
-        yield e
-        kill_now(e)
-
-
-@pytest.fixture(scope="module")
-def guarded(engine, tmp_path_factory):
+def guarded(vllm_engine, tmp_path_factory):
     token = k8s_secret(tmp_path_factory.mktemp("secret"), "secret-token", 1)
-    with SidecarProcess("--port", str(engine.port), "--engine", "vllm", "--token-file", str(token)) as s:
+    with SidecarProcess("--port", str(vllm_engine.port), "--engine", "vllm", "--token-file", str(token)) as s:
         yield s
 
 
@@ -39,8 +32,8 @@ def call(sidecar, path, results, timeout_s=60.0):
     results.append((status, json.loads(body), time.monotonic() - started))
 
 
-def test_a_busy_engine_is_drained_once_for_every_caller_and_no_token_is_needed(guarded, engine):
-    send_requests(engine, 2, duration_s=7.0)
+def test_a_busy_engine_is_drained_once_for_every_caller_and_no_token_is_needed(guarded, vllm_engine):
+    send_requests(vllm_engine, 2, duration_s=7.0)
     results: list = []
     first = threading.Thread(target=call, args=(guarded, "/v1/drain?grace=30", results))
     first.start()

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, settings
 from openapi_spec_validator import validate as validate_document
 
 from emulation.engine_process import EngineProcess
+from emulation.raw_server import RawServer, canned
 from hook.outcome import ReadOutcome
 from sidecar import app, errors
 from sidecar.command import CommandSource
@@ -20,7 +21,6 @@ from sidecar.incarnation import Evidence
 from .contract import SCHEMAS, SPEC, SPEC_PATH, assert_error, assert_work, violations
 from .secret_volume import k8s_secret
 from .sidecar_process import SidecarProcess, kill_now
-from .test_sampler import RawListener
 
 
 def test_error_codes_match():
@@ -129,13 +129,13 @@ def test_refused_then_a_new_incarnation_answer_within_the_contract(sidecar, vllm
 
 
 def test_reset_unparseable_tls_error_and_an_unknown_engine_answer_within_the_contract(vllm_engine, tmp_path):
-    with RawListener(b"") as listener, SidecarProcess("--port", str(listener.port), "--read-timeout", "0.5",
+    with RawServer(canned(b"")) as listener, SidecarProcess("--port", str(listener.port), "--read-timeout", "0.5",
                                                       "--proc-root", str(tmp_path)) as s:
         body = _work(s)
         assert body["read"]["outcome"] == "reset" and body["read"]["engine"] is None and body["read"]["role"] is None
         assert body["engine"]["command"]["source"] == "none" and body["engine"]["command"]["disaggregated"] is None
         assert body["pod"] == {"namespace": None, "name": None, "uid": None}
-    with RawListener(b"SSH-2.0-OpenSSH_9.6\r\n\r\n") as listener, \
+    with RawServer(canned(b"SSH-2.0-OpenSSH_9.6\r\n\r\n")) as listener, \
             SidecarProcess("--port", str(listener.port), "--engine", "sglang") as s:
         assert _work(s)["read"]["outcome"] == "unparseable"
     with SidecarProcess("--port", str(vllm_engine.port), "--scheme", "https", "--engine", "vllm",

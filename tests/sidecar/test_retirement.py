@@ -9,12 +9,12 @@ import time
 import pytest
 
 from emulation.engine_process import EngineProcess
+from emulation.raw_server import RawServer, canned
 from sidecar import retirement
 from sidecar.retirement import Answer, Member, PodRef, Reason, Retirement, Verdict
 from .conformance_scenarios import Sidecar
 from .contract import assert_work
 from .sidecar_process import SidecarProcess, kill_now
-from .test_sampler import RawListener
 
 POD = PodRef("team-a", "llm-0", "uid-llm-0")
 
@@ -122,13 +122,13 @@ def test_bad_member_urls(text):
     (b"HTTP/1.1 200 OK\r\nContent-Length: 300000\r\n\r\n" + b"[" * 300000, "answer over"),
 ])
 def test_what_the_network_does_becomes_an_answer_not_an_exception(reply, problem):
-    with RawListener(reply) as listener:
+    with RawServer(canned(reply)) as listener:
         answer = retirement.read_member(f"http://127.0.0.1:{listener.port}", timeout_s=2.0)
     assert answer.error is not None and problem in answer.error, answer
 
 
 def test_a_refused_connection_and_a_timeout_are_answers():
-    with RawListener(b"") as listener:
+    with RawServer(canned(b"")) as listener:
         port = listener.port
     assert "ConnectionRefused" in retirement.read_member(f"http://127.0.0.1:{port}", timeout_s=1.0).error
     with EngineProcess("--kind", "vllm") as engine:  # a listener that never answers /v1/work in time
@@ -202,7 +202,7 @@ def test_a_single_pod_goes_from_busy_to_deletable_exactly_on_its_second_idle_rea
 
 
 def test_a_leader_with_a_worker_answers_through_the_leader(idle_vllm, tmp_path):
-    with RawListener(b"") as nothing:  # the worker's engine serves no metrics
+    with RawServer(canned(b"")) as nothing:  # the worker's engine serves no metrics
         with SidecarProcess("--port", str(idle_vllm.port), "--engine", "vllm", "--read-timeout", "0.5",
                             "--proc-root", str(tmp_path),
                             env=_pod_env("llm-1-0", LWS_WORKER_INDEX="0", LWS_GROUP_SIZE="2",

@@ -1,12 +1,11 @@
 """Each outcome class of the hook, as /v1/work reports it, from a real misbehaving engine."""
 
-import socket
-import threading
 import time
 
 import pytest
 
 from emulation.engine_process import EngineProcess
+from emulation.raw_server import RawServer, canned
 from .sidecar_process import SidecarProcess, kill_now
 
 # mode (and its parameters) -> (outcome, verdict, complete)
@@ -99,46 +98,13 @@ def test_tls_handshake_failure(vllm_engine):
     assert body["read"]["verdict"] == "unmeasurable"
 
 
-class RawListener:
-    """A loopback listener that reads each request and answers `reply` (b"": nothing), then closes."""
-
-    def __init__(self, reply: bytes):
-        self._reply = reply
-        self._socket = socket.socket()
-        self._socket.bind(("127.0.0.1", 0))
-        self._socket.listen()
-        self._socket.settimeout(0.1)
-        self.port = self._socket.getsockname()[1]
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-
-    def _serve(self):
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._socket.accept()
-            except TimeoutError:
-                continue
-            with conn:
-                conn.recv(4096)
-                conn.sendall(self._reply)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info):
-        self._stop.set()
-        self._thread.join()
-        self._socket.close()
-
-
 @pytest.mark.parametrize("reply, outcome", [
     (b"", "reset"),  # accepted, then closed with no response
     (b"SSH-2.0-OpenSSH_9.6\r\n\r\n", "unparseable"),  # not HTTP at all
     (b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\n\xff\xfe\xfd\xfc", "unparseable"),  # not UTF-8
 ])
 def test_listeners_that_are_not_a_metrics_endpoint(reply, outcome):
-    with RawListener(reply) as listener, SidecarProcess("--port", str(listener.port), "--engine", "sglang") as s:
+    with RawServer(canned(reply)) as listener, SidecarProcess("--port", str(listener.port), "--engine", "sglang") as s:
         body = s.work()
     assert body["read"]["outcome"] == outcome, body["read"]
     assert body["read"]["verdict"] == "busy"
