@@ -9,6 +9,7 @@ import json
 import statistics
 import sys
 from pathlib import Path
+from typing import Callable
 
 from bench import reliability_report, report_configurations
 from bench.drain_quality import SCENARIOS, Strategy
@@ -163,6 +164,17 @@ def _drain_section(results: dict) -> list[str]:
 
 # --- costs -----------------------------------------------------------------------------------------
 
+def _executable_rows(executables: dict, columns: list[tuple[str, Callable[[list], str]]]) -> list[list[str]]:
+    """A row per executable: its name, what it carries on disk, then each column's samples rendered
+    (a dash where it has none)."""
+    rows = []
+    for name, e in executables.items():
+        fp = e["footprint"]
+        disk = _size(fp["bytes"]) + (" + Python" if "parts" in fp else "")
+        rows.append([name, disk, *(render(e[key]) if e[key] else _DASH for key, render in columns)])
+    return rows
+
+
 def _executable_notes(executables: dict) -> list[str]:
     """A line per executable: where it is, its version, what it carries on disk, its failed runs."""
     lines = []
@@ -185,17 +197,8 @@ def _prestop_section(prestop: dict) -> list[str]:
              "run is the comparison to trust.", ""]
     header = ["executable", "on disk", "exec → first request", "exec → first log line",
               "peak RSS, largest process", "VmHWM, all its processes"]
-    rows = []
-    for name, e in prestop["executables"].items():
-        fp = e["footprint"]
-        disk = _size(fp["bytes"])
-        if "parts" in fp:
-            disk += " + Python"
-        rows.append([name, disk,
-                     _ms(e["first_request_s"]) if e["first_request_s"] else _DASH,
-                     _ms(e["first_log_s"]) if e["first_log_s"] else _DASH,
-                     _mib(e["max_rss_kib"]) if e["max_rss_kib"] else _DASH,
-                     _mib(e["session_hwm_kib"]) if e["session_hwm_kib"] else _DASH])
+    rows = _executable_rows(prestop["executables"], [("first_request_s", _ms), ("first_log_s", _ms),
+                                                      ("max_rss_kib", _mib), ("session_hwm_kib", _mib)])
     lines += _table(header, rows)
     lines.append("")
     lines += _executable_notes(prestop["executables"])
@@ -214,16 +217,9 @@ def _sidecar_start_section(start: dict) -> list[str]:
              "Median (min–max).", ""]
     header = ["executable", "on disk", "exec → listening", "exec → first /healthz", "peak RSS, largest process",
               "VmHWM, all its processes", "PSS, all its processes", "unpacked into TMPDIR"]
-    rows = []
-    for name, e in start["executables"].items():
-        fp = e["footprint"]
-        rows.append([name, _size(fp["bytes"]) + (" + Python" if "parts" in fp else ""),
-                     _ms(e["listening_s"]) if e["listening_s"] else _DASH,
-                     _ms(e["first_answer_s"]) if e["first_answer_s"] else _DASH,
-                     _mib(e["max_rss_kib"]) if e["max_rss_kib"] else _DASH,
-                     _mib(e["session_hwm_kib"]) if e["session_hwm_kib"] else _DASH,
-                     _mib(e["session_pss_kib"]) if e["session_pss_kib"] else _DASH,
-                     _size(int(statistics.median(e["unpacked_bytes"]))) if e["unpacked_bytes"] else _DASH])
+    rows = _executable_rows(start["executables"], [
+        ("listening_s", _ms), ("first_answer_s", _ms), ("max_rss_kib", _mib), ("session_hwm_kib", _mib),
+        ("session_pss_kib", _mib), ("unpacked_bytes", lambda sizes: _size(int(statistics.median(sizes))))])
     lines += _table(header, rows)
     lines.append("")
     lines += _executable_notes(start["executables"])
