@@ -15,7 +15,6 @@ starts a new drain.
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from dataclasses import dataclass
 from typing import TypedDict
@@ -24,6 +23,7 @@ from hook import constants
 from hook.config import DrainConfig, ReadConfig
 from hook.drain import DrainResult, run_drain
 from hook.events import EventLog
+from sidecar.daemon_thread import run_in_daemon_thread
 
 
 class DrainAnswer(TypedDict):
@@ -84,33 +84,18 @@ class DrainJobs:
         }
 
     def _start(self, started_at: float, grace_s: float) -> _Job:
-        loop = asyncio.get_running_loop()
-        job = _Job(started_at, grace_s, loop.create_future())
-        self._job = job
         config = DrainConfig(read=self._read, leader=None, grace_s=grace_s, route_wait_s=constants.ROUTE_WAIT_S,
                              exit_reserve_s=None, interval_s=constants.POLL_INTERVAL_S,
                              busy_interval_s=constants.BUSY_POLL_INTERVAL_S, log_mirror=None)
 
-        def run() -> None:
-            try:
-                result = run_drain(config, started_at, self._log)
-            except BaseException as exc:  # noqa: BLE001 - handed to every waiting caller as a 500
-                loop.call_soon_threadsafe(_settle_error, job.done, exc)
-            else:
-                self._log.emit("drain_finished", outcome=result.outcome.value, reason=result.reason,
-                               elapsed_s=result.elapsed_s, exit_code=int(result.outcome.exit_code))
-                loop.call_soon_threadsafe(_settle, job.done, result)
+        def run() -> DrainResult:
+            result = run_drain(config, started_at, self._log)
+            self._log.emit("drain_finished", outcome=result.outcome.value, reason=result.reason,
+                           elapsed_s=result.elapsed_s, exit_code=int(result.outcome.exit_code))
+            return result
 
         # A daemon thread: the drain ends by its own deadline, and never holds the process's exit.
-        threading.Thread(target=run, name="drain", daemon=True).start()
+        # An exception reaches every waiting caller as a 500.
+        job = _Job(started_at, grace_s, asyncio.ensure_future(run_in_daemon_thread(run, "drain")))
+        self._job = job
         return job
-
-
-def _settle(future: asyncio.Future[DrainResult], result: DrainResult) -> None:
-    if not future.done():
-        future.set_result(result)
-
-
-def _settle_error(future: asyncio.Future[DrainResult], exc: BaseException) -> None:
-    if not future.done():
-        future.set_exception(exc)
