@@ -136,7 +136,7 @@ async def work(request: web.Request) -> web.Response:
     except TimeoutError:
         raise ApiError(504, errors.READ_TIMEOUT,
                        f"no fresh read of the engine finished within {service.work_wait_s:g} s") from None
-    return _json(work_envelope(service.identity, sample, command=service.command.current(),
+    return _json(work_envelope(service.identity, sample, command=await service.command.current(),
                                terminating=service.lifecycle.terminating))
 
 

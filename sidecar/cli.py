@@ -68,7 +68,7 @@ async def serve(config: SidecarConfig, log: EventLog) -> int:
         tokens=tokens,
         drains=DrainJobs(config.read, log),
         openapi_json=load_openapi(),
-        command=CommandWatch(config.stated.kind, config.stated.role, config.proc_root,
+        command=CommandWatch(config.stated, config.proc_root,
                              rescan_interval_s=constants.COMMAND_RESCAN_INTERVAL_S),
         # The read in flight, the spacing, then this caller's own read.
         work_wait_s=(2 * config.read.read_timeout_s + constants.MIN_READ_INTERVAL_S

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from hook.engine import EngineHint, hint_from_proc
-from hook.gauges import EngineKind, Role
+from hook.gauges import Role
+from sidecar.daemon_thread import run_in_daemon_thread
 
 
 class CommandSource(enum.Enum):
@@ -50,9 +51,9 @@ def engine_command(flags: EngineHint, proc: EngineHint) -> EngineCommand:
 class CommandWatch:
     """The engine's command as the sidecar knows it now; /proc is read again until the engine shows."""
 
-    def __init__(self, flag_kind: EngineKind | None, flag_role: Role | None, proc_root: str, *,
-                 rescan_interval_s: float, clock: Callable[[], float] = time.monotonic):
-        self._flags = EngineHint(kind=flag_kind, role=flag_role, source="flag")
+    def __init__(self, flags: EngineHint, proc_root: str, *, rescan_interval_s: float,
+                 clock: Callable[[], float] = time.monotonic):
+        self._flags = flags
         self._proc_root = proc_root
         self._rescan_interval_s = rescan_interval_s
         self._clock = clock
@@ -60,10 +61,12 @@ class CommandWatch:
         self._scanned_at = -float("inf")
         self._current = engine_command(self._flags, EngineHint())
 
-    def current(self) -> EngineCommand:
+    async def current(self) -> EngineCommand:
+        """The scan (a listing of /proc, a read per process) runs off the event loop; callers
+        meanwhile get what the last scan found."""
         if self._found is None and self._clock() - self._scanned_at >= self._rescan_interval_s:
             self._scanned_at = self._clock()
-            hint = hint_from_proc(self._proc_root)
+            hint = await run_in_daemon_thread(lambda: hint_from_proc(self._proc_root), "proc-scan")
             if hint.kind is not None:
                 self._found = hint
             self._current = engine_command(self._flags, hint)

@@ -1,5 +1,7 @@
 """What the engine's own command says, from its argv in /proc or from the sidecar's flags."""
 
+import asyncio
+
 import pytest
 
 from hook.engine import EngineHint, hint_from_argv
@@ -41,14 +43,18 @@ def _proc(root, argv):
 
 
 def test_proc_is_scanned_again_until_the_engine_shows_then_kept(tmp_path):
+    asyncio.run(_scanned_again_until_the_engine_shows_then_kept(tmp_path))
+
+
+async def _scanned_again_until_the_engine_shows_then_kept(tmp_path):
     now = [0.0]
-    watch = CommandWatch(None, None, str(tmp_path), rescan_interval_s=1.0, clock=lambda: now[0])
-    assert watch.current().source is CommandSource.NONE
+    watch = CommandWatch(EngineHint(source="flag"), str(tmp_path), rescan_interval_s=1.0, clock=lambda: now[0])
+    assert (await watch.current()).source is CommandSource.NONE
     _proc(tmp_path, ["python3", "-m", "sglang.launch_server", "--disaggregation-mode=prefill"])
     now[0] = 0.5
-    assert watch.current().source is CommandSource.NONE  # not yet: at most one scan a second
+    assert (await watch.current()).source is CommandSource.NONE  # not yet: at most one scan a second
     now[0] = 1.0
-    assert watch.current() == EngineCommand(CommandSource.CMDLINE, True, ("cmdline: --disaggregation-mode=prefill",))
+    assert await watch.current() == EngineCommand(CommandSource.CMDLINE, True, ("cmdline: --disaggregation-mode=prefill",))
     (tmp_path / "41" / "cmdline").unlink()  # the engine restarts: its container's command is the same
     now[0] = 5.0
-    assert watch.current().source is CommandSource.CMDLINE
+    assert (await watch.current()).source is CommandSource.CMDLINE
