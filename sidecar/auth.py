@@ -86,9 +86,6 @@ class TokenFile:
             # refresh() turns every OS error into a problem it records; anything else is a bug.
             self._set(self._stamp, None, f"token file check failed: {future.exception()!r}")
 
-    def close(self) -> None:
-        """Nothing to wait for: a refresh still running is on a daemon thread."""
-
     def check(self, authorization: str | None) -> Verdict:
         """Whether an Authorization header value carries the current token (constant-time
         compare). No I/O: the token is what the last refresh() found."""

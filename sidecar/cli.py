@@ -58,7 +58,6 @@ async def serve(config: SidecarConfig, log: EventLog) -> int:
         started_at_unix=time.time(),
         pod=config.pod,
         member=config.member,
-        target_url=config.read.target.url,
     )
     service = Service(
         identity=identity,
@@ -103,7 +102,7 @@ async def serve(config: SidecarConfig, log: EventLog) -> int:
                      error=str(exc))
             return ExitCode.LISTEN_FAILED
         addresses = site.addresses
-        log.emit("listening", addresses=[f"{h}:{p}" for h, p in addresses], target=identity.target_url,
+        log.emit("listening", addresses=[f"{h}:{p}" for h, p in addresses], target=config.read.target.url,
                  target_source=config.read.target.source,
                  engine_hint=config.read.hint.kind.value if config.read.hint.kind else None,
                  pod=config.pod.name, namespace=config.pod.namespace, uid=config.pod.uid,
@@ -119,9 +118,6 @@ async def serve(config: SidecarConfig, log: EventLog) -> int:
         loop.remove_signal_handler(signal.SIGINT)
         await runner.cleanup()
         await coalescer.close()
-        sampler.close()
-        if tokens is not None:
-            tokens.close()
     log.emit("stopped", reason=reason.value)
     return ExitCode.OK
 

@@ -27,7 +27,6 @@ class Identity:
     started_at_unix: float
     pod: PodIdentity
     member: Member
-    target_url: str
 
 
 class SidecarFields(TypedDict):

@@ -50,6 +50,3 @@ class EngineSampler:
         idle_run_since_seq = self._idle_run.observe(seq, idle=read.outcome.is_idle, incarnation=incarnation.value)
         self._metrics.observe_read(read, incarnation.value)
         return Sample(seq, started_at_unix, read, incarnation, self._reader.target.url, idle_run_since_seq)
-
-    def close(self) -> None:
-        """Nothing to wait for: a read still running ends by its own deadline, on a daemon thread."""

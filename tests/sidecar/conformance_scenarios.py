@@ -92,8 +92,7 @@ class Sidecar:
     def identity(self) -> Identity:
         assert self.pod is not None
         return Identity(instance=self.instance, version="0.1.0", started_at_unix=WALL_BASE - 3600.0, pod=self.pod,
-                        member=Member(self.worker_index, self.group_size, "env", self.configuration),
-                        target_url="http://127.0.0.1:8000/metrics")
+                        member=Member(self.worker_index, self.group_size, "env", self.configuration))
 
     def _sample(self, at_s: float, outcome: str, in_flight: int) -> Sample:
         self.seq += 1
@@ -103,7 +102,7 @@ class Sidecar:
         started = round(MONO_BASE + at_s + LATENCY_S, 6)
         read = _read(outcome, started, self.kind, self.role, in_flight)
         since = self._idle_run.observe(self.seq, idle=read.outcome.is_idle, incarnation=self.incarnation.value)
-        return Sample(self.seq, WALL_BASE + at_s + LATENCY_S, read, self.incarnation, self.identity().target_url, since)
+        return Sample(self.seq, WALL_BASE + at_s + LATENCY_S, read, self.incarnation, "http://127.0.0.1:8000/metrics", since)
 
     def answer(self, at_s: float, outcome: str = "idle", in_flight: int = 2) -> dict:
         """A read the controller asked for, as it arrives."""

@@ -119,7 +119,6 @@ def test_refresh_runs_off_the_loop_and_is_bounded(tmp_path):
         asyncio.run(scenario())
     finally:
         stuck.set()
-        tokens.close()
 
 
 def test_missing_token_file_is_refused_at_start(tmp_path):

@@ -13,7 +13,7 @@ from sidecar.sampler import Sample
 
 IDENTITY = Identity(instance="0" * 32, version="0.1.0", started_at_unix=0.0,
                     pod=PodIdentity("team-a", "replica-0-abc", "6f1c-uid"),
-                    member=Member(1, 2, "env", "rev-1"), target_url="http://127.0.0.1:8000/metrics")
+                    member=Member(1, 2, "env", "rev-1"))
 UNIFIED = EngineCommand(CommandSource.FLAG, False, ())
 
 
