@@ -35,7 +35,8 @@ from hook.flags import (
     whole_number_arg,
 )
 from hook.gauges import DEFAULT_METRICS_PATH, DEFAULT_PORTS, EngineKind
-from hook.leader import LWS_LEADER_ADDRESS_ENV, LeaderConfig, leader_from_env, parse_leader_url
+from hook.constants import LWS_LEADER_ADDRESS_ENV
+from hook.leader import LeaderConfig, leader_from_env, parse_leader_url
 from hook.target import Target
 
 T = TypeVar("T")
@@ -103,7 +104,7 @@ def add_drain_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--follow-leader", metavar="URL", type=arg(_follow_leader),
                         help="a worker of a multi-Pod replica: wait on the leader's drain-sidecar (http://HOST[:PORT]) "
                         "instead of the local engine; default on for a LeaderWorkerSet worker (LWS_WORKER_INDEX > 0) "
-                        "from LWS_LEADER_ADDRESS and port 8490; 'none' turns it off")
+                        f"from {LWS_LEADER_ADDRESS_ENV} and port {constants.SIDECAR_PORT}; 'none' turns it off")
     parser.add_argument("--leader-token-file", metavar="FILE",
                         help="bearer token for the leader's drain-sidecar (its --token-file)")
     parser.add_argument("--quiet", action="store_true",
@@ -187,7 +188,7 @@ def resolve_leader(args: argparse.Namespace, env: Mapping[str, str], warnings: l
     try:
         target = leader_from_env(env)
     except ValueError as exc:
-        warnings.append(f"not following the leader: {LWS_LEADER_ADDRESS_ENV} is unusable ({exc})")
+        warnings.append(f"not following the leader: {exc}")
         return None
     if target is None:
         return None

@@ -54,6 +54,15 @@ MAX_BODY_BYTES = 4 * 1024 * 1024
 # leader's sidecar there.
 SIDECAR_PORT = 8490
 
+# A bearer token file (the sidecar's --token-file, a worker hook's --leader-token-file) holds one
+# token; anything bigger is not a token.
+MAX_TOKEN_FILE_BYTES = 4096
+
+# LeaderWorkerSet gives every member of a group these (the leader's index is 0).
+LWS_WORKER_INDEX_ENV = "LWS_WORKER_INDEX"
+LWS_GROUP_SIZE_ENV = "LWS_GROUP_SIZE"
+LWS_LEADER_ADDRESS_ENV = "LWS_LEADER_ADDRESS"
+
 # Two consecutive idle reads on complete envelopes: a single unlucky zero (a request between
 # its arrival and its admission to the queue) cannot end the drain.
 IDLE_READS_REQUIRED = 2

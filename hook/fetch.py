@@ -122,16 +122,16 @@ def _resolve(target: Target, deadline_at: float) -> tuple[str, int]:
             socket.inet_pton(family, target.host)
             return target.host, target.port
         except OSError:
-            pass
+            continue  # not an address of this family
     found: list[tuple[str, int]] = []
-    failed: list[socket.gaierror] = []
+    failed: list[OSError | UnicodeError] = []
 
     def lookup() -> None:
         try:
             infos = socket.getaddrinfo(target.host, target.port, type=socket.SOCK_STREAM)
             host, port = infos[0][4][:2]
             found.append((str(host), int(port)))
-        except socket.gaierror as exc:
+        except (OSError, UnicodeError) as exc:  # UnicodeError: a name the IDNA codec refuses
             failed.append(exc)
 
     resolver = threading.Thread(target=lookup, name="resolve", daemon=True)
@@ -141,9 +141,11 @@ def _resolve(target: Target, deadline_at: float) -> tuple[str, int]:
         return found[0]
     if failed:
         exc = failed[0]
-        if exc.errno in _NAME_NOT_FOUND:  # the name is gone: nothing there, as a refused connection says
+        if isinstance(exc, socket.gaierror) and exc.errno in _NAME_NOT_FOUND:
+            # The name is gone: nothing there, as a refused connection says.
             raise FetchError(ReadOutcome.REFUSED, f"{target.host} not found ({exc.strerror})")
-        raise FetchError(ReadOutcome.CONNECT_ERROR, f"cannot resolve {target.host}: {exc.strerror}")
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise FetchError(ReadOutcome.CONNECT_ERROR, f"cannot resolve {target.host}: {reason}")
     raise FetchError(ReadOutcome.TIMEOUT, f"resolving {target.host} timed out")
 
 

@@ -17,20 +17,16 @@ import time
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from hook.constants import SIDECAR_PORT
+from hook.constants import LWS_LEADER_ADDRESS_ENV, LWS_WORKER_INDEX_ENV, MAX_TOKEN_FILE_BYTES, SIDECAR_PORT
 from hook.fetch import FetchError, fetch
 from hook.files import SmallFileError, read_small_file
+from hook.flags import parse_port, parse_whole_number
 from hook.outcome import Read, ReadOutcome
 from hook.target import Target
-
-# LeaderWorkerSet gives every member these (the leader's index is "0").
-LWS_WORKER_INDEX_ENV = "LWS_WORKER_INDEX"
-LWS_LEADER_ADDRESS_ENV = "LWS_LEADER_ADDRESS"
 
 WORK_PATH = "/v1/work"
 # One /v1/work answer is ~1 KB; a leader that sends megabytes is not a drain-sidecar.
 MAX_ANSWER_BYTES = 256 * 1024
-MAX_TOKEN_BYTES = 4096
 
 _URL = re.compile(r"^http://(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(?::(?P<port>[0-9]{1,5}))?(?P<path>/[!-~]*)?$")
 
@@ -47,9 +43,10 @@ def parse_leader_url(text: str) -> Target:
     match = _URL.match(text.strip())
     if not match:
         raise ValueError(f"--follow-leader must be http://HOST[:PORT][/PATH], got {text!r}")
-    port = int(match["port"]) if match["port"] else SIDECAR_PORT
-    if not 1 <= port <= 65535:
-        raise ValueError(f"--follow-leader port must be from 1 to 65535, got {text!r}")
+    if not match["host"].startswith("[") and not _is_dns_name(match["host"]):
+        raise ValueError(f"--follow-leader host must be a DNS name or an IP address (labels of 1 to 63 "
+                         f"characters), got {text!r}")
+    port = parse_port(match["port"], what="--follow-leader port") if match["port"] else SIDECAR_PORT
     path = match["path"] if match["path"] and match["path"] != "/" else WORK_PATH
     return Target("http", port, path, host=match["host"].strip("[]"), source="leader")
 
@@ -58,9 +55,18 @@ def leader_from_env(env: Mapping[str, str]) -> Target | None:
     """The leader's sidecar when this Pod is a LeaderWorkerSet worker (index > 0), else None."""
     index = env.get(LWS_WORKER_INDEX_ENV, "").strip()
     address = env.get(LWS_LEADER_ADDRESS_ENV, "").strip()
-    if not index or index == "0" or not address:
+    if not index or not address or parse_whole_number(index, what=LWS_WORKER_INDEX_ENV) == 0:
         return None
-    return parse_leader_url(f"http://{address}")
+    try:
+        return parse_leader_url(f"http://{address}")
+    except ValueError as exc:
+        raise ValueError(f"{LWS_LEADER_ADDRESS_ENV} is unusable ({exc})") from None
+
+
+def _is_dns_name(host: str) -> bool:
+    """What a resolver accepts: at most 253 characters in labels of 1 to 63 (the IDNA codec
+    refuses anything else with an error of its own, not a lookup failure)."""
+    return len(host) <= 253 and all(1 <= len(label) <= 63 for label in host.removesuffix(".").split("."))
 
 
 @dataclass(frozen=True)
@@ -90,7 +96,7 @@ class LeaderReader:
         headers = {}
         if self._config.token_file:
             try:
-                token = read_small_file(self._config.token_file, MAX_TOKEN_BYTES).decode("ascii").strip()
+                token = read_small_file(self._config.token_file, MAX_TOKEN_FILE_BYTES).decode("ascii").strip()
             except (SmallFileError, UnicodeDecodeError) as exc:
                 return _read(ReadOutcome.UNAVAILABLE, f"cannot read --leader-token-file: {exc}")
             headers["Authorization"] = f"Bearer {token}"

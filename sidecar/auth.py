@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from hook.files import SmallFileError, read_small_file
-from sidecar.constants import MAX_TOKEN_FILE_BYTES
+from hook.constants import MAX_TOKEN_FILE_BYTES
 from sidecar.daemon_thread import run_in_daemon_thread
 
 BEARER = "bearer"

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from hook import __version__
+from hook.constants import LWS_GROUP_SIZE_ENV, LWS_WORKER_INDEX_ENV
 from hook.config import ReadConfig, add_target_flags, resolve_read_config
 from hook.engine import EngineHint
 from hook.flags import Parser, arg, parse_listen, seconds_arg, whole_number_arg
@@ -75,9 +76,9 @@ def build_parser() -> Parser:
                         help="what this replica was created from, the same on every member "
                         f"(default ${constants.MEMBER_CONFIGURATION_ENV})")
     parser.add_argument("--worker-index", metavar="N",
-                        help=f"this member's index in its group (default ${constants.LWS_WORKER_INDEX_ENV})")
+                        help=f"this member's index in its group (default ${LWS_WORKER_INDEX_ENV})")
     parser.add_argument("--group-size", metavar="N",
-                        help=f"members in the replica (default ${constants.LWS_GROUP_SIZE_ENV}, else 1)")
+                        help=f"members in the replica (default ${LWS_GROUP_SIZE_ENV}, else 1)")
     parser.add_argument("--linger-max", type=seconds_arg("--linger-max"), default=constants.DEFAULT_LINGER_MAX_S, metavar="SECONDS",
                         help="after SIGTERM, keep serving until the engine refuses connections or this long "
                         f"passes; set it to the Pod's terminationGracePeriodSeconds "

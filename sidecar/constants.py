@@ -76,16 +76,10 @@ SHUTDOWN_TIMEOUT_S = 1.0
 # no token) can hold no more of the connection slots than this.
 MAX_DRAIN_WAITERS = 8
 
-# The token file holds one bearer token; anything bigger is not a token.
-MAX_TOKEN_FILE_BYTES = 4096
-
 # A check of the token file (a stat, rarely a read of 4 KiB) takes microseconds; one that has
 # not answered in this long is a stuck volume, and /v1/* answers 503 rather than wait on it.
 TOKEN_FILE_WAIT_S = 1.0
 
-# Kubernetes' downward API gives these to LeaderWorkerSet members.
-LWS_WORKER_INDEX_ENV = "LWS_WORKER_INDEX"
-LWS_GROUP_SIZE_ENV = "LWS_GROUP_SIZE"
 # The downward API gives these (fieldRef metadata.name, metadata.namespace, metadata.uid): Pod IPs
 # are reused, so an answer names the Pod it comes from.
 POD_NAME_ENV = "POD_NAME"

@@ -141,3 +141,5 @@ def test_the_flag_beats_the_environment_and_none_turns_following_off(tmp_path):
 def test_an_unusable_leader_address_is_a_warning_not_a_failed_hook(tmp_path):
     c = drain_config(tmp_path, env={**LWS_WORKER, "LWS_LEADER_ADDRESS": "bad address"})
     assert c.leader is None and c.warnings[0].startswith("not following the leader: LWS_LEADER_ADDRESS")
+    c = drain_config(tmp_path, env={**LWS_WORKER, "LWS_WORKER_INDEX": "one"})
+    assert c.leader is None and c.warnings[0].startswith("not following the leader: LWS_WORKER_INDEX must be")

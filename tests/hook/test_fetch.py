@@ -1,6 +1,7 @@
 """One bounded GET over real loopback sockets: what it sends, and how each failure is classified."""
 
 import socket
+import threading
 import ssl
 import time
 
@@ -114,3 +115,16 @@ def test_https_against_plain_http_fails_the_handshake(serve):
     # A plain HTTP server answers the ClientHello with a 400, as uvicorn and aiohttp do.
     plain = serve(canned(http_response(b"", status="400 Bad Request")), wait_for_request=False)
     assert failure(Target("https", plain.port, "/metrics")).outcome is ReadOutcome.TLS_ERROR
+
+
+@pytest.mark.parametrize("host", ["a..b", "x" * 64 + ".example"])
+def test_a_name_the_resolver_refuses_to_encode_is_a_connect_error_not_a_dead_thread(host):
+    crashed = []
+    previous, threading.excepthook = threading.excepthook, crashed.append
+    try:
+        with pytest.raises(FetchError) as failure:
+            get(Target("http", 8490, "/v1/work", host=host, source="leader"), timeout_s=2.0)
+    finally:
+        threading.excepthook = previous
+    assert failure.value.outcome is ReadOutcome.CONNECT_ERROR and f"cannot resolve {host}" in str(failure.value)
+    assert crashed == []  # the lookup thread ended on its own, with its error handed back

@@ -25,7 +25,8 @@ def test_leader_urls(text, host, port, path):
 
 
 @pytest.mark.parametrize("text", ["https://leader", "leader:8490", "http://", "http://a b", "http://x:70000",
-                                  "http://x:port", "http://x/\u00e9"])
+                                  "http://x:port", "http://x/\u00e9", "http://a..b", "http://" + "x" * 64,
+                                  "http://" + "a." * 127 + "b"])
 def test_bad_leader_urls(text):
     with pytest.raises(ValueError, match="--follow-leader"):
         parse_leader_url(text)
@@ -37,6 +38,11 @@ def test_a_leaderworkerset_worker_follows_its_leader_and_the_leader_does_not():
     assert leader_from_env({**worker, "LWS_WORKER_INDEX": "0"}) is None
     assert leader_from_env({"LWS_WORKER_INDEX": "1"}) is None
     assert leader_from_env({}) is None
+    assert leader_from_env({**worker, "LWS_WORKER_INDEX": "00"}) is None  # the leader, written otherwise
+    with pytest.raises(ValueError, match="LWS_WORKER_INDEX must be a whole number"):
+        leader_from_env({**worker, "LWS_WORKER_INDEX": "one"})
+    with pytest.raises(ValueError, match=r"^LWS_LEADER_ADDRESS is unusable \(--follow-leader host must be"):
+        leader_from_env({**worker, "LWS_LEADER_ADDRESS": "vllm-0..team-a"})
 
 
 def answer(seq=1, outcome="idle", instance="a" * 32, incarnation=0, in_flight=0.0, **extra) -> bytes:
