@@ -64,7 +64,6 @@ class DrainConfig:
     exit_reserve_s: float | None  # None: by the engine's role (hook.decision.exit_reserve_for)
     interval_s: float
     busy_interval_s: float
-    log_mirror: str | None  # None: --quiet
     warnings: tuple[str, ...] = ()
 
 
@@ -207,5 +206,4 @@ def resolve_drain_config(args: argparse.Namespace, env: Mapping[str, str] | None
         exit_reserve_s=args.exit_reserve,
         interval_s=args.interval,
         busy_interval_s=args.busy_interval,
-        log_mirror=None if args.quiet else args.log_mirror,
     )

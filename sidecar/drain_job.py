@@ -86,7 +86,7 @@ class DrainJobs:
     def _start(self, started_at: float, grace_s: float) -> _Job:
         config = DrainConfig(read=self._read, leader=None, grace_s=grace_s, route_wait_s=constants.ROUTE_WAIT_S,
                              exit_reserve_s=None, interval_s=constants.POLL_INTERVAL_S,
-                             busy_interval_s=constants.BUSY_POLL_INTERVAL_S, log_mirror=None)
+                             busy_interval_s=constants.BUSY_POLL_INTERVAL_S)
 
         def run() -> DrainResult:
             result = run_drain(config, started_at, self._log)

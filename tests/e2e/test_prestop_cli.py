@@ -89,6 +89,15 @@ def test_state_changes_are_mirrored_to_the_container_log(tmp_path):
     assert mirrored[0]["log_mirror"] == str(mirror)
 
 
+def test_quiet_mirrors_nothing(tmp_path):
+    mirror = tmp_path / "container.log"
+    with EngineProcess("--kind", "vllm") as engine:
+        proc = subprocess.run([PRESTOP, "--proc-root", NO_PROCESSES, *FAST, "--port", str(engine.port), "--quiet",
+                               "--log-mirror", str(mirror)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0
+    assert json.loads(proc.stderr.splitlines()[0])["log_mirror"] == "off" and not mirror.exists()
+
+
 def test_an_unwritable_container_log_is_reported_not_fatal(tmp_path):
     with EngineProcess("--kind", "vllm") as engine:
         proc = subprocess.run([PRESTOP, "--proc-root", NO_PROCESSES, *FAST, "--port", str(engine.port), "--log-mirror",

@@ -106,13 +106,12 @@ def test_no_engine_anywhere_uses_vllms_default_port_and_says_so(tmp_path):
     assert c.warnings == ("engine not detected and no port given: using vLLM's default port",)
 
 
-def test_drain_config_keeps_the_timings_and_the_mirror(tmp_path):
+def test_drain_config_keeps_the_timings(tmp_path):
     args = _drain_parser().parse_args(["--grace", "45", "--route-wait", "2", "--exit-reserve", "20",
                                        "--interval", "0.5", "--quiet", "--annotations", no_annotations(tmp_path),
                                        "--engine", "vllm", "--proc-root", fake_proc(tmp_path)])
     c = resolve_drain_config(args)
     assert (c.grace_s, c.route_wait_s, c.exit_reserve_s, c.interval_s) == (45, 2, 20, 0.5)
-    assert c.log_mirror is None
 
 
 def drain_config(tmp_path, *argv, env=None):

@@ -55,7 +55,7 @@ def config(grace_s=30.0, warnings=(), busy_interval_s=1.0, exit_reserve_s=None, 
                       read_timeout_s=2.0, max_body_bytes=1 << 20, warnings=tuple(warnings))
     return DrainConfig(read=read, leader=None, grace_s=grace_s, route_wait_s=5.0, exit_reserve_s=exit_reserve_s,
                        interval_s=1.0,
-                       busy_interval_s=busy_interval_s, log_mirror=None)
+                       busy_interval_s=busy_interval_s)
 
 
 @pytest.fixture
