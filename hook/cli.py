@@ -195,15 +195,17 @@ def _remove_leftovers(log: EventLog) -> None:
 def check(argv: list[str]) -> int:
     from hook.config import resolve_read_config
     from hook.outcome import ReadOutcome, read_fields
-    from hook.reader import read_work
+    from hook.reader import EngineReader
 
     config = resolve_read_config(_check_parser().parse_args(argv))
-    read = read_work(config.target, config.hint, timeout_s=config.read_timeout_s,
-                     max_body_bytes=config.max_body_bytes)
-    report = {"target": config.target.url, "target_source": config.target.source,
+    warnings = list(config.warnings)
+    # The drain's own reader: where the drain would move to the engine's own --port, so does the check.
+    reader = EngineReader(config, warnings.append)
+    read = reader.read(config.read_timeout_s)
+    report = {"target": reader.target.url, "target_source": reader.target.source,
               "engine_source": config.hint.source, **read_fields(read),
               "process_start_time": read.process_start_time, "restart_counters": dict(read.restart_counters),
-              "warnings": list(config.warnings)}
+              "warnings": warnings}
     print(json.dumps(report, indent=2))
     if read.outcome is ReadOutcome.IDLE:
         return ExitCode.OK

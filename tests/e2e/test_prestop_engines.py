@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
 import threading
 
 import pytest
@@ -12,7 +14,7 @@ from emulation.launch import LaunchShape
 
 from tests.engine_work import send_requests
 
-from .prestop_run import FAST, run_prestop
+from .prestop_run import FAST, PRESTOP, run_prestop
 
 
 def states(run):
@@ -148,6 +150,19 @@ def test_an_engine_moved_by_its_own_port_is_read_there_when_the_annotated_port_r
     warnings = [e["message"] for e in run.events if e["event"] == "config_warning"]
     assert any(f"the engine's own --port {engine.port} answers" in w for w in warnings), warnings
     assert run.event("read_state")["outcome"] == "busy" and run.finished["elapsed_s"] >= 3.0
+
+
+def test_check_reads_where_the_drain_would_when_the_annotated_port_refuses(tmp_path):
+    with EngineProcess(launch=LaunchShape.VLLM_CLI) as engine:
+        annotations = tmp_path / "annotations"
+        annotations.write_text(f'prometheus.io/port="{free_port()}"\n')  # nothing listens there
+        proc = subprocess.run([PRESTOP, "check", "--annotations", str(annotations),
+                               "--proc-root", container_proc(tmp_path, engine)], capture_output=True, text=True,
+                              timeout=30)
+    report = json.loads(proc.stdout)
+    assert proc.returncode == 0 and report["verdict"] == "idle", proc.stdout + proc.stderr
+    assert report["target"] == f"http://127.0.0.1:{engine.port}/metrics"
+    assert any(f"the engine's own --port {engine.port} answers" in w for w in report["warnings"]), report
 
 
 def test_two_hooks_at_once_both_drain():
