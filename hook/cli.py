@@ -165,16 +165,15 @@ def drain(argv: list[str]) -> int:
         _remove_leftovers(log)
         result = run_drain(resolve_drain_config(args), started_at, log)
         code = result.outcome.exit_code
-        fields = dict(outcome=result.outcome.value, elapsed_s=result.elapsed_s, in_flight=result.in_flight,
-                      reads=result.reads, reason=result.reason)
+        fields = dict(result.fields())
     except _Stopped as stop:
         code = stop.code
-        fields = dict(outcome=stop.outcome, in_flight=None, reads=None, reason=stop.reason)
+        fields = dict(outcome=stop.outcome, in_flight=None, reads=None, reason=stop.reason, exit_code=int(code))
     finally:
         _SIGNALS.ignore()
     if log is None:
         log = EventLog("prestop", started_at=started_at)
-    line = log.emit("drain_finished", **fields, exit_code=int(code), log_lines_dropped=log.dropped)
+    line = log.emit("drain_finished", **fields, log_lines_dropped=log.dropped)
     log.close()
     stdout = Sink.for_stream(1, "stdout")
     stdout.write((line + "\n").encode("ascii"))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Callable, Protocol, TypedDict
 
 from hook import __version__, constants
 from hook.config import DrainConfig
@@ -54,6 +54,17 @@ class MonotonicClock:
 ReadEngine = Callable[[float], Read]
 
 
+class DrainFields(TypedDict):
+    """How a drain ended, as `drain_finished` says it (the hook's line, the sidecar's route)."""
+
+    outcome: str
+    reason: str
+    elapsed_s: float
+    in_flight: float | None
+    reads: int
+    exit_code: int
+
+
 @dataclass(frozen=True)
 class DrainResult:
     outcome: DrainOutcome
@@ -61,6 +72,10 @@ class DrainResult:
     elapsed_s: float
     in_flight: float | None
     reads: int
+
+    def fields(self) -> DrainFields:
+        return DrainFields(outcome=self.outcome.value, reason=self.reason, elapsed_s=self.elapsed_s,
+                           in_flight=self.in_flight, reads=self.reads, exit_code=int(self.outcome.exit_code))
 
 
 def run_drain(config: DrainConfig, started_at: float, log: EventLog, *,

@@ -17,24 +17,17 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from typing import TypedDict
 
 from hook import constants
 from hook.config import DrainConfig, ReadConfig
-from hook.drain import DrainResult, run_drain
+from hook.drain import DrainFields, DrainResult, run_drain
 from hook.events import EventLog
 from sidecar.daemon_thread import run_in_daemon_thread
 
 
-class DrainAnswer(TypedDict):
+class DrainAnswer(DrainFields):
     """What the route answers: the hook's drain_finished fields, and whether this call joined."""
 
-    outcome: str
-    reason: str
-    elapsed_s: float
-    in_flight: float | None
-    reads: int
-    exit_code: int
     grace_s: float
     joined: bool
 
@@ -72,16 +65,7 @@ class DrainJobs:
             self._log.warning("drain_grace_differs", grace_s=grace_s, running_grace_s=job.grace_s,
                               message="a drain is already running: this call joins it with its grace")
         result = await asyncio.shield(job.done)
-        return {
-            "outcome": result.outcome.value,
-            "reason": result.reason,
-            "elapsed_s": result.elapsed_s,
-            "in_flight": result.in_flight,
-            "reads": result.reads,
-            "exit_code": int(result.outcome.exit_code),
-            "grace_s": job.grace_s,
-            "joined": joined,
-        }
+        return {**result.fields(), "grace_s": job.grace_s, "joined": joined}
 
     def _start(self, started_at: float, grace_s: float) -> _Job:
         config = DrainConfig(read=self._read, leader=None, grace_s=grace_s, route_wait_s=constants.ROUTE_WAIT_S,
@@ -90,8 +74,7 @@ class DrainJobs:
 
         def run() -> DrainResult:
             result = run_drain(config, started_at, self._log)
-            self._log.emit("drain_finished", outcome=result.outcome.value, reason=result.reason,
-                           elapsed_s=result.elapsed_s, exit_code=int(result.outcome.exit_code))
+            self._log.emit("drain_finished", **result.fields())
             return result
 
         # A daemon thread: the drain ends by its own deadline, and never holds the process's exit.
