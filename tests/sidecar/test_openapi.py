@@ -190,3 +190,15 @@ def test_api_conforms_to_its_document(case, guarded):
 def test_api_without_a_token_conforms_too(case, guarded):
     # No Authorization: /v1/* answers its documented 401, the probes their 200.
     case.call_and_validate(base_url=guarded.base_url)
+
+
+def test_the_metrics_route_names_every_metric_the_sidecar_exports():
+    from hook.events import EventLog
+    from sidecar.metrics import SidecarMetrics
+
+    metrics = SidecarMetrics()
+    metrics.watch_log(EventLog("drain-sidecar", started_at=0.0))
+    described = SPEC["paths"][app.METRICS]["get"]["description"]
+    exported = [family.name + ("_total" if family.type == "counter" else "") for family in metrics.registry.collect()]
+    assert "modeldrain_sidecar_requests_total" in exported
+    assert [name for name in exported if not name.startswith("process_") and name not in described] == []
