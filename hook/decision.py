@@ -80,8 +80,6 @@ class DrainPlan:
     started_at: float  # when the hook was exec'd (kubelet's grace clock starts there)
     grace_s: float
     route_wait_s: float
-    first_read_at: float  # the end of the route wait, or the deadline if that comes first
-    deadline_at: float  # started_at + G - exit reserve
     exit_reserve: ExitReserve
     interval_s: float  # between read starts while nothing is known to be in flight
     busy_interval_s: float  # between read starts while work is in flight
@@ -90,23 +88,22 @@ class DrainPlan:
     @classmethod
     def build(cls, *, started_at: float, grace_s: float, route_wait_s: float, exit_reserve: ExitReserve,
               interval_s: float, busy_interval_s: float, read_timeout_s: float) -> "DrainPlan":
-        deadline_at = started_at + max(0.0, grace_s - exit_reserve.seconds)
-        return cls(
-            started_at=started_at,
-            grace_s=grace_s,
-            route_wait_s=route_wait_s,
-            first_read_at=min(started_at + route_wait_s, deadline_at),
-            deadline_at=deadline_at,
-            exit_reserve=exit_reserve,
-            interval_s=interval_s,
-            busy_interval_s=min(busy_interval_s, interval_s),
-            read_timeout_s=read_timeout_s,
-        )
+        return cls(started_at=started_at, grace_s=grace_s, route_wait_s=route_wait_s, exit_reserve=exit_reserve,
+                   interval_s=interval_s, busy_interval_s=min(busy_interval_s, interval_s),
+                   read_timeout_s=read_timeout_s)
+
+    @property
+    def deadline_at(self) -> float:
+        """started_at + G - exit reserve."""
+        return self.started_at + max(0.0, self.grace_s - self.exit_reserve.seconds)
+
+    @property
+    def first_read_at(self) -> float:
+        """The end of the route wait, or the deadline if that comes first."""
+        return min(self.started_at + self.route_wait_s, self.deadline_at)
 
     def with_exit_reserve(self, exit_reserve: ExitReserve) -> "DrainPlan":
-        deadline_at = self.started_at + max(0.0, self.grace_s - exit_reserve.seconds)
-        return replace(self, exit_reserve=exit_reserve, deadline_at=deadline_at,
-                       first_read_at=min(self.started_at + self.route_wait_s, deadline_at))
+        return replace(self, exit_reserve=exit_reserve)
 
 
 @dataclass(frozen=True)
