@@ -89,7 +89,7 @@ def hint_from_argv(argv: list[str]) -> EngineHint | None:
     if kind is EngineKind.SGLANG:
         mode = _flag_value(argv, "--disaggregation-mode")
         role = Role.UNIFIED
-        if mode in ("prefill", "decode"):
+        if mode in SGLANG_SPLIT_MODES:
             role = Role(mode)
     return EngineHint(
         kind=kind,
