@@ -33,56 +33,52 @@ def read_work(target: Target, hint: EngineHint, *, timeout_s: float, max_body_by
 def _read(target: Target, hint: EngineHint, started_at: float, *, timeout_s: float, max_body_bytes: int) -> Read:
     # What is known before the body says more: the hint's engine and role.
     base = Read(ReadOutcome.INCOMPLETE, started_at, 0.0, kind=hint.kind, role=hint.role)
-
-    def done(read: Read, outcome: ReadOutcome, detail: str) -> Read:
-        return replace(read, outcome=outcome, detail=detail, duration_s=time.monotonic() - started_at)
-
     try:
         response = fetch(target, timeout_s=timeout_s, max_body_bytes=max_body_bytes)
     except FetchError as exc:
-        return done(replace(base, http_status=exc.status), exc.outcome, exc.detail)
-    fetched = replace(base, http_status=response.status, body_bytes=len(response.body))
-    read, outcome, detail = read_body(fetched, response.body, response.content_type, hint,
-                                      deadline_at=started_at + timeout_s)
-    return done(read, outcome, detail)
+        read = replace(base, outcome=exc.outcome, detail=exc.detail, http_status=exc.status)
+    else:
+        fetched = replace(base, http_status=response.status, body_bytes=len(response.body))
+        read = read_body(fetched, response.body, response.content_type, hint, deadline_at=started_at + timeout_s)
+    return replace(read, duration_s=time.monotonic() - started_at)
 
 
-def read_body(fetched: Read, body: bytes, content_type: str, hint: EngineHint, *,
-              deadline_at: float) -> tuple[Read, ReadOutcome, str]:
-    """What a body says, by deadline_at: the read's fields, its outcome, and the words for it."""
+def read_body(fetched: Read, body: bytes, content_type: str, hint: EngineHint, *, deadline_at: float) -> Read:
+    """What a body says, by deadline_at: the read's fields, its outcome and the words for it."""
     try:
         parsed = exposition.parse(body, content_type, deadline_at=deadline_at)
-        read, outcome, detail = _classify(fetched, parsed, hint)
-        if outcome is ReadOutcome.IDLE:
+        read = _classify(fetched, parsed, hint)
+        if read.outcome is ReadOutcome.IDLE:
             # Idle only when the whole body, fully parsed, says so too.
             parsed = exposition.parse_whole(body, content_type, deadline_at=deadline_at)
-            read, outcome, detail = _classify(fetched, parsed, hint)
+            read = _classify(fetched, parsed, hint)
     except exposition.ParseTimeout as exc:
-        return fetched, ReadOutcome.TIMEOUT, str(exc)
+        return replace(fetched, outcome=ReadOutcome.TIMEOUT, detail=str(exc))
     except exposition.ExpositionError as exc:
-        return fetched, ReadOutcome.UNPARSEABLE, str(exc)
-    return read, outcome, detail
+        return replace(fetched, outcome=ReadOutcome.UNPARSEABLE, detail=str(exc))
+    return read
 
 
-def _classify(fetched: Read, parsed: exposition.Exposition, hint: EngineHint) -> tuple[Read, ReadOutcome, str]:
+def _classify(fetched: Read, parsed: exposition.Exposition, hint: EngineHint) -> Read:
     """What the parsed samples say: the read's fields, its outcome and the words for it."""
     kind = hint.kind or parsed.kind
     read = replace(fetched, kind=kind, process_start_time=parsed.process_start_time,
                    restart_counters=parsed.restart_counters)
     if kind is None:
-        return read, ReadOutcome.INCOMPLETE, "no vllm: or sglang: work metrics: engine unknown"
+        return replace(read, outcome=ReadOutcome.INCOMPLETE, detail="no vllm: or sglang: work metrics: engine unknown")
     envelope = gauge_set(kind, hint.role or parsed.sglang_role or Role.UNIFIED)
     measured = exposition.measure(parsed, envelope)
     read = replace(read, role=envelope.role, gauges=measured.gauges, missing=measured.missing)
     if measured.invalid:
-        return read, ReadOutcome.INVALID_VALUE, "negative, NaN or infinite value in " + ", ".join(measured.invalid)
+        return replace(read, outcome=ReadOutcome.INVALID_VALUE,
+                       detail="negative, NaN or infinite value in " + ", ".join(measured.invalid))
     in_flight = measured.in_flight
     read = replace(read, in_flight=in_flight)
     if measured.missing:
-        return read, ReadOutcome.INCOMPLETE, "missing " + ", ".join(measured.missing)
+        return replace(read, outcome=ReadOutcome.INCOMPLETE, detail="missing " + ", ".join(measured.missing))
     if in_flight == 0:
-        return read, ReadOutcome.IDLE, "every work gauge reads zero (the whole body parsed)"
-    return read, ReadOutcome.BUSY, f"{in_flight:g} in flight"
+        return replace(read, outcome=ReadOutcome.IDLE, detail="every work gauge reads zero (the whole body parsed)")
+    return replace(read, outcome=ReadOutcome.BUSY, detail=f"{in_flight:g} in flight")
 
 
 class EngineReader:

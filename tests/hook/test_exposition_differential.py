@@ -38,7 +38,8 @@ DEFINITE = {ReadOutcome.IDLE: "idle", ReadOutcome.BUSY: "busy", ReadOutcome.INCO
 def disagreements(body: bytes, content_type: str, kind: EngineKind, role: Role) -> list[str]:
     hint = EngineHint(kind=kind, role=role, source="flag")
     base = Read(ReadOutcome.INCOMPLETE, 0.0, 0.0, kind=kind, role=role)
-    read, outcome, detail = read_body(base, body, content_type, hint, deadline_at=time.monotonic() + 30)
+    read = read_body(base, body, content_type, hint, deadline_at=time.monotonic() + 30)
+    outcome, detail = read.outcome, read.detail
     series = oracle_series(body, content_type)
     verdict = oracle_verdict(series, kind, role) if series is not None else None
     found = []
