@@ -31,7 +31,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # `python bench/bundle_startup.py`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hook.bundle import tree_bytes  # noqa: E402
+from modeldrain.hook.bundle import tree_bytes  # noqa: E402
 
 IDLE_BODY = (b'vllm:num_requests_running{engine="0",model_name="tiny"} 0.0\n'
              b'vllm:num_requests_waiting{engine="0",model_name="tiny"} 0.0\n')

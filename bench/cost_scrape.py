@@ -32,8 +32,8 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
 from emulation.engine_process import EngineProcess
-from hook.constants import BUSY_POLL_INTERVAL_S, POLL_INTERVAL_S
-from hook.decision import busy_spacing_s
+from modeldrain.hook.constants import BUSY_POLL_INTERVAL_S, POLL_INTERVAL_S
+from modeldrain.hook.decision import busy_spacing_s
 
 BODIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("~47 KB: vLLM 0.32.0's families, one engine", ()),

@@ -17,9 +17,9 @@ import signal
 from dataclasses import dataclass
 
 from bench import reliability_bodies as bodies
-from hook.constants import READ_TIMEOUT_S
-from hook.exitcodes import ExitCode
-from hook.gauges import EngineKind, Role
+from modeldrain.hook.constants import READ_TIMEOUT_S
+from modeldrain.hook.exitcodes import ExitCode
+from modeldrain.hook.gauges import EngineKind, Role
 from tests.hook.metrics_oracle import oracle_series, oracle_verdict
 
 GRACE_S = 4.0

@@ -50,7 +50,7 @@ from bench.reliability_cases import (  # noqa: E402
     scripted_cases,
 )
 from emulation.raw_server import RawServer, Responder, canned  # noqa: E402
-from hook.events import MAX_LINE_BYTES  # noqa: E402
+from modeldrain.hook.events import MAX_LINE_BYTES  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 BUNDLE = REPO / "dist" / "prestop"

@@ -9,7 +9,7 @@ from typing import Iterable
 
 from bench.reliability_cases import DEADLINE_S, EXIT_RESERVE_S, GRACE_S, ROUTE_WAIT_S
 from bench.reliability_hostile import OVERRUN_TOLERANCE_S
-from hook.events import MAX_LINE_BYTES
+from modeldrain.hook.events import MAX_LINE_BYTES
 
 _DASH = "–"
 

@@ -33,7 +33,7 @@ from bench.reliability_cases import DRAINED, Canned, HostileCase, Stdio, Streame
 from bench.reliability_hostile import OVERRUN_TOLERANCE_S, TRACEBACK, responder  # noqa: E402
 from bench.reliability_meter import CONTROLLER_TIMEOUT_S, timed_get  # noqa: E402
 from emulation.raw_server import RawServer, canned  # noqa: E402
-from sidecar.constants import SHUTDOWN_TIMEOUT_S, TOKEN_FILE_WAIT_S  # noqa: E402
+from modeldrain.sidecar.constants import SHUTDOWN_TIMEOUT_S, TOKEN_FILE_WAIT_S  # noqa: E402
 from tests.sidecar.sidecar_process import SidecarProcess  # noqa: E402
 
 # The /healthz that goes out while a hostile read runs, this long after the /v1/work.
@@ -209,7 +209,7 @@ def token_fifo_at_start() -> dict:
         fifo = Path(tmp) / "token"
         os.mkfifo(fifo)
         (Path(tmp) / "proc").mkdir()
-        argv = [sys.executable, "-m", "sidecar", "--listen", "127.0.0.1:0", "--token-file", str(fifo),
+        argv = [sys.executable, "-m", "modeldrain.sidecar", "--listen", "127.0.0.1:0", "--token-file", str(fifo),
                 "--port", "9", "--proc-root", str(Path(tmp) / "proc")]
         started = time.monotonic()
         try:

@@ -21,7 +21,7 @@ from bench.tables import metric as _metric
 from bench.tables import ms as _ms
 from bench.tables import seconds as _seconds
 from bench.tables import table as _table
-from sidecar.constants import MIN_READ_INTERVAL_S
+from modeldrain.sidecar.constants import MIN_READ_INTERVAL_S
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_JSON = HERE / "results.json"

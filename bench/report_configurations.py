@@ -12,7 +12,7 @@ from typing import Sequence
 from bench import leader_worker, return_lag, shutdown_timeout, split_roles
 from bench.spread import Spread
 from bench.tables import DASH, Judged, count, killed, metric, seconds, table, verdict
-from hook.constants import BUSY_POLL_INTERVAL_S, IDLE_CONFIRM_GAP_S, SPLIT_ROLE_EXIT_RESERVE_S
+from modeldrain.hook.constants import BUSY_POLL_INTERVAL_S, IDLE_CONFIRM_GAP_S, SPLIT_ROLE_EXIT_RESERVE_S
 
 # Issue 10's target for the lag from the last request's end to the hook's return (against a real vLLM).
 LAG_TARGET_S = 1.25

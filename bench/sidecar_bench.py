@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import aiohttp  # noqa: E402
 
 from emulation.engine_process import EngineProcess  # noqa: E402
-from sidecar import retirement  # noqa: E402
+from modeldrain.sidecar import retirement  # noqa: E402
 from tests.sidecar.sidecar_process import SidecarProcess, kill_now  # noqa: E402
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Sequence
 
 from emulation import constants
-from hook.flags import Parser, arg, parse_port, seconds_arg, whole_number_arg
+from modeldrain.hook.flags import Parser, arg, parse_port, seconds_arg, whole_number_arg
 from emulation.misbehaviour import Misbehaviour
 
 

@@ -43,7 +43,7 @@ def _routing_proxy(args: list[str]) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from emulation.launch import run_shim
-    from hook.bundle import executable_path
+    from modeldrain.hook.bundle import executable_path
 
     argv = list(sys.argv if argv is None else argv)
     # Inside the static executable argv[0] is the unpacked program; the exec'd name is kept here.

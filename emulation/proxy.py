@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from emulation.children import die_with_parent_preexec, stop_process
-from hook.flags import Parser, arg, parse_port
+from modeldrain.hook.flags import Parser, arg, parse_port
 
 _START_TIMEOUT_S = 15.0
 _PIPE_CHUNK = 65536

@@ -1,5 +1,5 @@
 import sys
 
-from hook.cli import main
+from modeldrain.hook.cli import main
 
 sys.exit(main())

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 
-from hook.files import SmallFileError, read_small_file
+from modeldrain.hook.files import SmallFileError, read_small_file
 
 # Mounted by the Pod snippet in README.md; absent outside a Pod.
 DEFAULT_ANNOTATIONS_FILE = "/etc/podinfo/annotations"

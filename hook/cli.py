@@ -14,11 +14,11 @@ import sys
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from hook import __version__
-from hook.exitcodes import ExitCode
+from modeldrain.hook import __version__
+from modeldrain.hook.exitcodes import ExitCode
 
 if TYPE_CHECKING:
-    from hook.events import EventLog
+    from modeldrain.hook.events import EventLog
 
 EXIT_CODES_HELP = """\
 exit codes:
@@ -115,8 +115,8 @@ def _ensure_standard_streams() -> None:
 
 
 def _drain_parser() -> argparse.ArgumentParser:
-    from hook.config import add_drain_flags, add_target_flags
-    from hook.flags import Parser
+    from modeldrain.hook.config import add_drain_flags, add_target_flags
+    from modeldrain.hook.flags import Parser
 
     parser = Parser(
         prog="prestop",
@@ -133,8 +133,8 @@ def _drain_parser() -> argparse.ArgumentParser:
 
 
 def _check_parser() -> argparse.ArgumentParser:
-    from hook.config import add_target_flags
-    from hook.flags import Parser
+    from modeldrain.hook.config import add_target_flags
+    from modeldrain.hook.flags import Parser
 
     parser = Parser(
         prog="prestop check",
@@ -146,8 +146,8 @@ def _check_parser() -> argparse.ArgumentParser:
 
 
 def drain(argv: list[str]) -> int:
-    from hook.clock import exec_started_at
-    from hook.events import EventLog, Sink
+    from modeldrain.hook.clock import exec_started_at
+    from modeldrain.hook.events import EventLog, Sink
 
     log: EventLog | None = None
     fields: dict[str, Any]
@@ -157,8 +157,8 @@ def drain(argv: list[str]) -> int:
     started_at = exec_started_at()
     try:
         _SIGNALS.arm()
-        from hook.config import resolve_drain_config
-        from hook.drain import run_drain
+        from modeldrain.hook.config import resolve_drain_config
+        from modeldrain.hook.drain import run_drain
 
         args = _drain_parser().parse_args(argv)
         log = EventLog("prestop", started_at=started_at, mirror_path=None if args.quiet else args.log_mirror)
@@ -184,7 +184,7 @@ def drain(argv: list[str]) -> int:
 def _remove_leftovers(log: EventLog) -> None:
     """A bundle killed mid-unpack by an earlier SIGKILL or early SIGTERM left its files in the
     temp dir (an emptyDir survives container restarts): remove them, in the route wait."""
-    from hook.bundle import remove_stale_unpack_dirs
+    from modeldrain.hook.bundle import remove_stale_unpack_dirs
 
     removed, freed = remove_stale_unpack_dirs()
     if removed:
@@ -192,9 +192,9 @@ def _remove_leftovers(log: EventLog) -> None:
 
 
 def check(argv: list[str]) -> int:
-    from hook.config import resolve_read_config
-    from hook.outcome import ReadOutcome, read_fields
-    from hook.reader import EngineReader
+    from modeldrain.hook.config import resolve_read_config
+    from modeldrain.hook.outcome import ReadOutcome, read_fields
+    from modeldrain.hook.reader import EngineReader
 
     config = resolve_read_config(_check_parser().parse_args(argv))
     warnings = list(config.warnings)
@@ -212,7 +212,7 @@ def check(argv: list[str]) -> int:
 
 
 def version(argv: list[str]) -> int:
-    from hook.bundle import build_description
+    from modeldrain.hook.bundle import build_description
 
     if argv:
         print("prestop version: takes no arguments", file=sys.stderr)
@@ -222,7 +222,7 @@ def version(argv: list[str]) -> int:
 
 
 def install(argv: list[str]) -> int:
-    from hook.install import install as install_bundle
+    from modeldrain.hook.install import install as install_bundle
 
     return install_bundle(argv)
 

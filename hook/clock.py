@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import time
 
-from hook.bundle import launcher_paths
+from modeldrain.hook.bundle import launcher_paths
 
 # staticx's launcher, then PyInstaller's onefile bootloader: at most two processes stand
 # between the exec and Python. Walking further could reach something that is not ours.

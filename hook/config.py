@@ -13,8 +13,8 @@ import os
 from dataclasses import dataclass
 from typing import Callable, Mapping, TypeVar
 
-from hook import constants
-from hook.annotations import (
+from modeldrain.hook import constants
+from modeldrain.hook.annotations import (
     PATH_ANNOTATION,
     PORT_ANNOTATION,
     SCHEME_ANNOTATION,
@@ -22,9 +22,9 @@ from hook.annotations import (
     default_annotations_file,
     read_annotations,
 )
-from hook.engine import EngineHint, hint_from_proc
-from hook.events import CONTAINER_LOG
-from hook.flags import (
+from modeldrain.hook.engine import EngineHint, hint_from_proc
+from modeldrain.hook.events import CONTAINER_LOG
+from modeldrain.hook.flags import (
     arg,
     parse_engine,
     parse_path,
@@ -34,10 +34,10 @@ from hook.flags import (
     seconds_arg,
     whole_number_arg,
 )
-from hook.gauges import DEFAULT_METRICS_PATH, DEFAULT_PORTS, EngineKind
-from hook.constants import LWS_LEADER_ADDRESS_ENV
-from hook.leader import LeaderConfig, leader_from_env, parse_leader_url
-from hook.target import Target
+from modeldrain.hook.gauges import DEFAULT_METRICS_PATH, DEFAULT_PORTS, EngineKind
+from modeldrain.hook.constants import LWS_LEADER_ADDRESS_ENV
+from modeldrain.hook.leader import LeaderConfig, leader_from_env, parse_leader_url
+from modeldrain.hook.target import Target
 
 T = TypeVar("T")
 

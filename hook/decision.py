@@ -9,16 +9,16 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, replace
 
-from hook.constants import (
+from modeldrain.hook.constants import (
     BUSY_READ_ENGINE_SHARE,
     EXIT_RESERVE_S,
     IDLE_CONFIRM_GAP_S,
     IDLE_READS_REQUIRED,
     SPLIT_ROLE_EXIT_RESERVE_S,
 )
-from hook.exitcodes import ExitCode
-from hook.gauges import Role
-from hook.outcome import Read, ReadOutcome
+from modeldrain.hook.exitcodes import ExitCode
+from modeldrain.hook.gauges import Role
+from modeldrain.hook.outcome import Read, ReadOutcome
 
 
 class DrainOutcome(enum.Enum):

@@ -10,9 +10,9 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Protocol, TypedDict
 
-from hook import __version__, constants
-from hook.config import DrainConfig
-from hook.decision import (
+from modeldrain.hook import __version__, constants
+from modeldrain.hook.config import DrainConfig
+from modeldrain.hook.decision import (
     DrainOutcome,
     DrainPlan,
     DrainState,
@@ -23,10 +23,10 @@ from hook.decision import (
     next_step,
     reserve_after_read,
 )
-from hook.events import EventLog
-from hook.outcome import Read, read_fields
-from hook.leader import LeaderReader
-from hook.reader import EngineReader
+from modeldrain.hook.events import EventLog
+from modeldrain.hook.outcome import Read, read_fields
+from modeldrain.hook.leader import LeaderReader
+from modeldrain.hook.reader import EngineReader
 
 # While busy, a changed in-flight count is logged at most this often: a timeline people can
 # follow in `kubectl logs`, not a line per poll.

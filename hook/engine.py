@@ -12,8 +12,8 @@ import json
 import os
 from dataclasses import dataclass, replace
 
-from hook.flags import parse_port
-from hook.gauges import EngineKind, Role
+from modeldrain.hook.flags import parse_port
+from modeldrain.hook.gauges import EngineKind, Role
 
 
 @dataclass(frozen=True)

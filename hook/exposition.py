@@ -35,7 +35,7 @@ from typing import Iterable, Iterator, TextIO, cast
 from prometheus_client.openmetrics.parser import text_fd_to_metric_families as _openmetrics_lines
 from prometheus_client.parser import text_fd_to_metric_families as _text_lines
 
-from hook.gauges import (
+from modeldrain.hook.gauges import (
     ALL_WORK_METRIC_NAMES,
     ENGINE_PREFIXES,
     PROCESS_START_METRIC,

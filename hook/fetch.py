@@ -17,9 +17,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Mapping, cast
 
-from hook import __version__
-from hook.outcome import ReadOutcome
-from hook.target import Target
+from modeldrain.hook import __version__
+from modeldrain.hook.outcome import ReadOutcome
+from modeldrain.hook.target import Target
 
 # Ask for the classic text format only. prometheus-client's servers (vLLM's and SGLang's) pick
 # OpenMetrics whenever the Accept header names it, whatever its q-value, and prometheus-client

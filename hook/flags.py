@@ -17,8 +17,8 @@ import math
 import re
 from typing import Callable, NoReturn, TypeVar
 
-from hook.exitcodes import ExitCode
-from hook.gauges import EngineKind, Role
+from modeldrain.hook.exitcodes import ExitCode
+from modeldrain.hook.gauges import EngineKind, Role
 
 T = TypeVar("T")
 

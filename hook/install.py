@@ -18,9 +18,9 @@ import os
 import sys
 from dataclasses import asdict, dataclass
 
-from hook.bundle import executable_path
-from hook.exitcodes import ExitCode
-from hook.flags import Parser
+from modeldrain.hook.bundle import executable_path
+from modeldrain.hook.exitcodes import ExitCode
+from modeldrain.hook.flags import Parser
 
 EXECUTABLE_NAME = "prestop"
 EXECUTABLE_MODE = 0o755  # the engine container may run as any user: all may execute

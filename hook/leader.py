@@ -17,12 +17,12 @@ import time
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from hook.constants import LWS_LEADER_ADDRESS_ENV, LWS_WORKER_INDEX_ENV, MAX_TOKEN_FILE_BYTES, SIDECAR_PORT
-from hook.fetch import FetchError, fetch
-from hook.files import SmallFileError, read_small_file
-from hook.flags import parse_port, parse_whole_number
-from hook.outcome import Read, ReadOutcome
-from hook.target import Target
+from modeldrain.hook.constants import LWS_LEADER_ADDRESS_ENV, LWS_WORKER_INDEX_ENV, MAX_TOKEN_FILE_BYTES, SIDECAR_PORT
+from modeldrain.hook.fetch import FetchError, fetch
+from modeldrain.hook.files import SmallFileError, read_small_file
+from modeldrain.hook.flags import parse_port, parse_whole_number
+from modeldrain.hook.outcome import Read, ReadOutcome
+from modeldrain.hook.target import Target
 
 WORK_PATH = "/v1/work"
 # One /v1/work answer is ~1 KB; a leader that sends megabytes is not a drain-sidecar.

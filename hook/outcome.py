@@ -12,7 +12,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import TypedDict
 
-from hook.gauges import EngineKind, Role
+from modeldrain.hook.gauges import EngineKind, Role
 
 
 class ReadOutcome(enum.Enum):

@@ -10,13 +10,13 @@ import time
 from dataclasses import replace
 from typing import Callable
 
-from hook import exposition
-from hook.config import ReadConfig
-from hook.engine import EngineHint
-from hook.fetch import FetchError, fetch
-from hook.gauges import Role, gauge_set
-from hook.outcome import Read, ReadOutcome
-from hook.target import Target
+from modeldrain.hook import exposition
+from modeldrain.hook.config import ReadConfig
+from modeldrain.hook.engine import EngineHint
+from modeldrain.hook.fetch import FetchError, fetch
+from modeldrain.hook.gauges import Role, gauge_set
+from modeldrain.hook.outcome import Read, ReadOutcome
+from modeldrain.hook.target import Target
 
 
 def read_work(target: Target, hint: EngineHint, *, timeout_s: float, max_body_bytes: int) -> Read:

@@ -1,5 +1,5 @@
 import sys
 
-from sidecar.main import main
+from modeldrain.sidecar.main import main
 
 sys.exit(main())

@@ -14,18 +14,18 @@ from typing import Awaitable, Callable, Mapping
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from hook.events import EventLog
-from sidecar import errors
-from sidecar.auth import TokenFile
-from sidecar.coalescer import Coalescer
-from hook.flags import MAX_SECONDS, parse_seconds
-from sidecar.command import CommandWatch
-from sidecar.constants import MAX_DRAIN_WAITERS, MAX_REQUEST_BODY_BYTES, TOKEN_FILE_WAIT_S
-from sidecar.drain_job import DrainJobs
-from sidecar.envelope import Identity, work_envelope
-from sidecar.lifecycle import Lifecycle
-from sidecar.metrics import SidecarMetrics
-from sidecar.sampler import Sample
+from modeldrain.hook.events import EventLog
+from modeldrain.sidecar import errors
+from modeldrain.sidecar.auth import TokenFile
+from modeldrain.sidecar.coalescer import Coalescer
+from modeldrain.hook.flags import MAX_SECONDS, parse_seconds
+from modeldrain.sidecar.command import CommandWatch
+from modeldrain.sidecar.constants import MAX_DRAIN_WAITERS, MAX_REQUEST_BODY_BYTES, TOKEN_FILE_WAIT_S
+from modeldrain.sidecar.drain_job import DrainJobs
+from modeldrain.sidecar.envelope import Identity, work_envelope
+from modeldrain.sidecar.lifecycle import Lifecycle
+from modeldrain.sidecar.metrics import SidecarMetrics
+from modeldrain.sidecar.sampler import Sample
 
 WORK = "/v1/work"
 DRAIN = "/v1/drain"

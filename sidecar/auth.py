@@ -19,9 +19,9 @@ import os
 from dataclasses import dataclass
 from typing import Callable
 
-from hook.files import SmallFileError, read_small_file
-from hook.constants import MAX_TOKEN_FILE_BYTES
-from sidecar.daemon_thread import run_in_daemon_thread
+from modeldrain.hook.files import SmallFileError, read_small_file
+from modeldrain.hook.constants import MAX_TOKEN_FILE_BYTES
+from modeldrain.sidecar.daemon_thread import run_in_daemon_thread
 
 BEARER = "bearer"
 

@@ -18,28 +18,28 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import disable_created_metrics
 
-from hook import __version__
-from hook.events import EventLog
-from hook.exitcodes import ExitCode
-from sidecar import constants
-from sidecar.app import MALFORMED_ROUTE, REJECTED_ROUTE, Service, make_app
-from sidecar.auth import TokenFile
-from sidecar.coalescer import Coalescer
-from sidecar.command import CommandWatch
-from sidecar.drain_job import DrainJobs
-from sidecar.config import SidecarConfig, build_parser, resolve_config
-from sidecar.envelope import Identity
-from sidecar.library_logs import route_library_logs
-from sidecar.lifecycle import Lifecycle
-from sidecar.metrics import SidecarMetrics
-from sidecar.sampler import EngineSampler, Sample
-from sidecar.site import LimitedTCPSite
+from modeldrain.hook import __version__
+from modeldrain.hook.events import EventLog
+from modeldrain.hook.exitcodes import ExitCode
+from modeldrain.sidecar import constants
+from modeldrain.sidecar.app import MALFORMED_ROUTE, REJECTED_ROUTE, Service, make_app
+from modeldrain.sidecar.auth import TokenFile
+from modeldrain.sidecar.coalescer import Coalescer
+from modeldrain.sidecar.command import CommandWatch
+from modeldrain.sidecar.drain_job import DrainJobs
+from modeldrain.sidecar.config import SidecarConfig, build_parser, resolve_config
+from modeldrain.sidecar.envelope import Identity
+from modeldrain.sidecar.library_logs import route_library_logs
+from modeldrain.sidecar.lifecycle import Lifecycle
+from modeldrain.sidecar.metrics import SidecarMetrics
+from modeldrain.sidecar.sampler import EngineSampler, Sample
+from modeldrain.sidecar.site import LimitedTCPSite
 
 OPENAPI_RESOURCE = "openapi.json"
 
 
 def load_openapi() -> bytes:
-    return resources.files("sidecar").joinpath(OPENAPI_RESOURCE).read_bytes()
+    return resources.files("modeldrain.sidecar").joinpath(OPENAPI_RESOURCE).read_bytes()
 
 
 async def serve(config: SidecarConfig, log: EventLog) -> int:

@@ -18,9 +18,9 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from hook.engine import EngineHint, hint_from_proc
-from hook.gauges import Role
-from sidecar.daemon_thread import run_in_daemon_thread
+from modeldrain.hook.engine import EngineHint, hint_from_proc
+from modeldrain.hook.gauges import Role
+from modeldrain.sidecar.daemon_thread import run_in_daemon_thread
 
 
 class CommandSource(enum.Enum):

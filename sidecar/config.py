@@ -12,14 +12,14 @@ import os
 from dataclasses import dataclass
 from typing import Mapping
 
-from hook import __version__
-from hook.constants import LWS_GROUP_SIZE_ENV, LWS_WORKER_INDEX_ENV
-from hook.config import ReadConfig, add_target_flags, resolve_read_config
-from hook.engine import EngineHint
-from hook.flags import Parser, arg, parse_listen, seconds_arg, whole_number_arg
-from sidecar import constants
-from sidecar.auth import TokenFileError, read_token
-from sidecar.member import Member, PodIdentity, resolve_member
+from modeldrain.hook import __version__
+from modeldrain.hook.constants import LWS_GROUP_SIZE_ENV, LWS_WORKER_INDEX_ENV
+from modeldrain.hook.config import ReadConfig, add_target_flags, resolve_read_config
+from modeldrain.hook.engine import EngineHint
+from modeldrain.hook.flags import Parser, arg, parse_listen, seconds_arg, whole_number_arg
+from modeldrain.sidecar import constants
+from modeldrain.sidecar.auth import TokenFileError, read_token
+from modeldrain.sidecar.member import Member, PodIdentity, resolve_member
 
 
 EPILOG = f"""\

@@ -4,7 +4,7 @@ The drain's constants (read timeout, body cap, grace) live in hook/constants.py 
 imported from there; these are only what serving the controller adds.
 """
 
-from hook.constants import DEFAULT_GRACE_S, SIDECAR_PORT
+from modeldrain.hook.constants import DEFAULT_GRACE_S, SIDECAR_PORT
 
 # Every response's `schema`: a client checks it before trusting the field layout. Bump the
 # version on any change a client could misread; adding an optional field is not one.

@@ -18,11 +18,11 @@ import asyncio
 import time
 from dataclasses import dataclass
 
-from hook import constants
-from hook.config import DrainConfig, ReadConfig
-from hook.drain import DrainFields, DrainResult, run_drain
-from hook.events import EventLog
-from sidecar.daemon_thread import run_in_daemon_thread
+from modeldrain.hook import constants
+from modeldrain.hook.config import DrainConfig, ReadConfig
+from modeldrain.hook.drain import DrainFields, DrainResult, run_drain
+from modeldrain.hook.events import EventLog
+from modeldrain.sidecar.daemon_thread import run_in_daemon_thread
 
 
 class DrainAnswer(DrainFields):

@@ -10,12 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TypedDict
 
-from hook.events import utc_timestamp
-from hook.outcome import ReadFields, read_fields
-from sidecar.command import EngineCommand
-from sidecar.constants import SCHEMA_VERSION
-from sidecar.member import Member, PodIdentity
-from sidecar.sampler import Sample
+from modeldrain.hook.events import utc_timestamp
+from modeldrain.hook.outcome import ReadFields, read_fields
+from modeldrain.sidecar.command import EngineCommand
+from modeldrain.sidecar.constants import SCHEMA_VERSION
+from modeldrain.sidecar.member import Member, PodIdentity
+from modeldrain.sidecar.sampler import Sample
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 
-from hook.events import EventLog
+from modeldrain.hook.events import EventLog
 
 
 class JsonLogHandler(logging.Handler):

@@ -13,10 +13,10 @@ import asyncio
 import enum
 import time
 
-from hook.events import EventLog
-from hook.outcome import ReadOutcome
-from sidecar.coalescer import Coalescer
-from sidecar.sampler import Sample
+from modeldrain.hook.events import EventLog
+from modeldrain.hook.outcome import ReadOutcome
+from modeldrain.sidecar.coalescer import Coalescer
+from modeldrain.sidecar.sampler import Sample
 
 
 class StopReason(enum.Enum):

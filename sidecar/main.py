@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from hook.exitcodes import ExitCode
+from modeldrain.hook.exitcodes import ExitCode
 
 RETIREMENT = "retirement"
 
@@ -34,7 +34,7 @@ def missing_server_module() -> str | None:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == [RETIREMENT]:
-        from sidecar import retirement_cli
+        from modeldrain.sidecar import retirement_cli
 
         return retirement_cli.main(args[1:])
     missing = missing_server_module()
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"drain-sidecar: error: cannot import {missing}; install the sidecar's dependencies: "
               f"{INSTALL_HINT}", file=sys.stderr)
         return ExitCode.USAGE
-    from sidecar import cli
+    from modeldrain.sidecar import cli
 
     return cli.main(args)
 

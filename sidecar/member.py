@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from hook.constants import LWS_GROUP_SIZE_ENV, LWS_WORKER_INDEX_ENV
-from hook.flags import parse_whole_number
-from sidecar.constants import MEMBER_CONFIGURATION_ENV
+from modeldrain.hook.constants import LWS_GROUP_SIZE_ENV, LWS_WORKER_INDEX_ENV
+from modeldrain.hook.flags import parse_whole_number
+from modeldrain.sidecar.constants import MEMBER_CONFIGURATION_ENV
 
 
 @dataclass(frozen=True)

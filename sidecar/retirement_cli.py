@@ -13,9 +13,9 @@ import json
 import sys
 import time
 
-from hook.exitcodes import ExitCode
-from hook.flags import Parser, seconds_arg
-from sidecar import retirement
+from modeldrain.hook.exitcodes import ExitCode
+from modeldrain.hook.flags import Parser, seconds_arg
+from modeldrain.sidecar import retirement
 
 # People run this by hand: long enough to see a busy replica go idle, short enough to wait for.
 DEFAULT_BUDGET_S = 60.0

@@ -9,14 +9,14 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from hook.config import ReadConfig
-from hook.events import EventLog
-from hook.outcome import Read, ReadOutcome
-from hook.reader import EngineReader
-from sidecar.daemon_thread import run_in_daemon_thread
-from sidecar.idle_run import IdleRunTracker
-from sidecar.incarnation import Incarnation, IncarnationTracker, Observation
-from sidecar.metrics import SidecarMetrics
+from modeldrain.hook.config import ReadConfig
+from modeldrain.hook.events import EventLog
+from modeldrain.hook.outcome import Read, ReadOutcome
+from modeldrain.hook.reader import EngineReader
+from modeldrain.sidecar.daemon_thread import run_in_daemon_thread
+from modeldrain.sidecar.idle_run import IdleRunTracker
+from modeldrain.sidecar.incarnation import Incarnation, IncarnationTracker, Observation
+from modeldrain.sidecar.metrics import SidecarMetrics
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ from typing import Any, Callable, cast
 
 from aiohttp import web
 
-from sidecar import errors
-from sidecar.constants import OVERLOADED_DRAIN_S
+from modeldrain.sidecar import errors
+from modeldrain.sidecar.constants import OVERLOADED_DRAIN_S
 
 _OVERLOADED_BODY = errors.error_body(errors.TOO_MANY_CONNECTIONS, "connection limit reached; retry shortly").encode()
 OVERLOADED_RESPONSE = (

@@ -18,22 +18,22 @@ from tests.conftest import REPO
 # The hook, bottom to top: a module imports only modules of lower layers.
 HOOK_LAYERS: dict[str, int] = {
     # facts and leaf utilities: constants, the gauge sets, exit codes, where the engine is
-    "hook": 0, "hook.constants": 0, "hook.exitcodes": 0, "hook.gauges": 0, "hook.target": 0,
-    "hook.bundle": 0, "hook.files": 0, "hook.events": 0,
+    "modeldrain.hook": 0, "modeldrain.hook.constants": 0, "modeldrain.hook.exitcodes": 0, "modeldrain.hook.gauges": 0, "modeldrain.hook.target": 0,
+    "modeldrain.hook.bundle": 0, "modeldrain.hook.files": 0, "modeldrain.hook.events": 0,
     # values parsed and read
-    "hook.flags": 1, "hook.outcome": 1, "hook.clock": 1, "hook.annotations": 1,
+    "modeldrain.hook.flags": 1, "modeldrain.hook.outcome": 1, "modeldrain.hook.clock": 1, "modeldrain.hook.annotations": 1,
     # reading: argv, exposition, HTTP
-    "hook.engine": 2, "hook.exposition": 2, "hook.fetch": 2,
+    "modeldrain.hook.engine": 2, "modeldrain.hook.exposition": 2, "modeldrain.hook.fetch": 2,
     # a leader's drain-sidecar, read like the engine
-    "hook.leader": 3,
+    "modeldrain.hook.leader": 3,
     # the configuration: flags, annotations, argv, environment
-    "hook.config": 4,
+    "modeldrain.hook.config": 4,
     # the one reader bound to its configuration; the pure decisions over reads
-    "hook.reader": 5, "hook.decision": 5,
+    "modeldrain.hook.reader": 5, "modeldrain.hook.decision": 5,
     # the drain loop
-    "hook.drain": 6,
+    "modeldrain.hook.drain": 6,
     # entry points
-    "hook.install": 7, "hook.cli": 8, "hook.__main__": 9,
+    "modeldrain.hook.install": 7, "modeldrain.hook.cli": 8, "modeldrain.hook.__main__": 9,
 }
 
 # What the bundled hook may import beyond the standard library.
@@ -43,7 +43,8 @@ TEST_BED = {"emulation", "tests", "bench", "build"}
 
 
 def module_name(path: Path) -> str:
-    parts = path.relative_to(REPO).with_suffix("").parts
+    """The installed name: the top-level folders hook/ and sidecar/ are modeldrain.hook and modeldrain.sidecar."""
+    parts = ("modeldrain", *path.relative_to(REPO).with_suffix("").parts)
     return ".".join(parts[:-1]) if parts[-1] == "__init__" else ".".join(parts)
 
 
@@ -62,7 +63,7 @@ def imports_of(path: Path) -> set[str]:
             else:
                 prefix = node.module or ""
             found.add(prefix)
-            # `from hook import constants` imports the module hook.constants.
+            # `from modeldrain.hook import constants` imports the module modeldrain.hook.constants.
             found.update(f"{prefix}.{alias.name}" for alias in node.names)
     return found
 
@@ -84,7 +85,9 @@ def internal(imports: set[str]) -> set[str]:
 
 
 def top(name: str) -> str:
-    return name.split(".")[0]
+    """The package a name belongs to: hook or sidecar for the product, else its top-level name."""
+    parts = name.split(".")
+    return parts[1] if parts[0] == "modeldrain" and len(parts) > 1 else parts[0]
 
 
 def test_every_hook_module_has_a_layer():
@@ -95,31 +98,32 @@ def test_every_hook_module_has_a_layer():
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if top(m) == "hook"))
 def test_hook_imports_point_down(module):
     upward = {dep for dep in internal(MODULES[module]) if HOOK_LAYERS[dep] >= HOOK_LAYERS[module] and dep != module
-              and not (dep == "hook" and module != "hook")}
+              and not (dep == "modeldrain.hook" and module != "modeldrain.hook")}
     assert not upward, f"{module} (layer {HOOK_LAYERS[module]}) imports {sorted(upward)} from its layer or above"
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_third_party_and_test_bed_imports(module):
     allowed = HOOK_THIRD_PARTY if top(module) == "hook" else SIDECAR_THIRD_PARTY
-    own = {"hook"} if top(module) == "hook" else {"hook", "sidecar"}
+    own = ("modeldrain.hook",) if top(module) == "hook" else ("modeldrain.hook", "modeldrain.sidecar")
     for name in MODULES[module]:
-        root = top(name)
+        root = name.split(".")[0]
         assert root not in TEST_BED, f"{module} imports the test bed: {name}"
-        assert root in own or root in allowed or root in sys.stdlib_module_names or root == "__future__", \
+        assert name == "modeldrain" or name.startswith(own) or root in allowed or root in sys.stdlib_module_names \
+            or root == "__future__", \
             f"{module} imports {name}, which the {top(module)} may not carry"
 
 
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if top(m) == "sidecar"))
 def test_sidecar_uses_the_shared_core_not_the_hooks_entry_points(module):
-    entry_points = {m for m, layer in HOOK_LAYERS.items() if layer >= HOOK_LAYERS["hook.install"]}
+    entry_points = {m for m, layer in HOOK_LAYERS.items() if layer >= HOOK_LAYERS["modeldrain.hook.install"]}
     assert not internal(MODULES[module]) & entry_points
 
 
 def test_no_import_cycles():
     graph = {m: internal(deps) - {m} for m, deps in MODULES.items()}
     # A package's __init__ is imported by every submodule import: not an edge worth following.
-    graph = {m: {d for d in deps if d not in ("hook", "sidecar")} for m, deps in graph.items()}
+    graph = {m: {d for d in deps if d not in ("modeldrain.hook", "modeldrain.sidecar")} for m, deps in graph.items()}
     state: dict[str, str] = {}
     path: list[str] = []
 
@@ -142,5 +146,5 @@ def test_no_import_cycles():
 
 def test_the_checker_sees_lazy_and_relative_imports():
     sample = REPO / "hook" / "cli.py"
-    assert "hook.drain" in imports_of(sample)  # imported inside a function
-    assert "hook.exitcodes" in imports_of(sample)
+    assert "modeldrain.hook.drain" in imports_of(sample)  # imported inside a function
+    assert "modeldrain.hook.exitcodes" in imports_of(sample)

@@ -22,11 +22,12 @@ from pathlib import Path
 import prometheus_client
 import pytest
 
-from hook import __version__
-from hook.exitcodes import ExitCode
+from modeldrain.hook import __version__
+from modeldrain.hook.exitcodes import ExitCode
 from tests.conftest import REPO
 
-SOURCES = ("pyproject.toml", "README.md", "LICENSE", "hook", "sidecar", "emulation", "tests", "bench")
+SOURCES = ("pyproject.toml", "README.md", "LICENSE", "modeldrain", "hook", "sidecar", "emulation", "tests", "bench")
+# The two folders, installed in one namespace: nothing at the top of site-packages but modeldrain.
 PRODUCT = {"hook", "sidecar"}
 
 
@@ -51,10 +52,11 @@ def test_the_wheel_holds_the_product_not_the_test_bed(wheel):
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
     dist_info = f"modeldrain-{__version__}.dist-info"
-    assert {name.split("/")[0] for name in names} == PRODUCT | {dist_info}
-    assert "sidecar/openapi.json" in names  # read at run time with importlib.resources
+    assert {name.split("/")[0] for name in names} == {"modeldrain", dist_info}
+    assert {name.split("/")[1] for name in names if name.startswith("modeldrain/")} == PRODUCT | {"__init__.py"}
+    assert "modeldrain/sidecar/openapi.json" in names  # read at run time with importlib.resources
     for package in PRODUCT:
-        shipped = {n.split("/", 1)[1] for n in names if n.startswith(f"{package}/")}
+        shipped = {n.split("/", 2)[2] for n in names if n.startswith(f"modeldrain/{package}/")}
         assert shipped == {p.name for p in (REPO / package).iterdir() if p.is_file() and p.suffix in (".py", ".json")}
     assert f"{dist_info}/licenses/LICENSE" in names
 
@@ -73,8 +75,8 @@ def test_the_wheel_says_what_it_needs_and_its_licence(wheel):
     assert [re.split(r"[<>=!~;\s]", r)[0] for r in plain] == ["prometheus-client"]
     for package in ("aiohttp", "uvloop"):
         assert any(r.startswith(package) and 'extra == "sidecar"' in r for r in requires), requires
-    assert "prestop = hook.cli:main" in entry_points
-    assert "drain-sidecar = sidecar.main:main" in entry_points
+    assert "prestop = modeldrain.hook.cli:main" in entry_points
+    assert "drain-sidecar = modeldrain.sidecar.main:main" in entry_points
 
 
 @pytest.fixture(scope="session")

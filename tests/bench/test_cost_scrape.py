@@ -7,7 +7,7 @@ from prometheus_client import generate_latest
 
 from bench import cost_scrape
 from bench.cost_scrape import fetch_body, registry_from, series
-from hook.constants import BUSY_READ_ENGINE_SHARE
+from modeldrain.hook.constants import BUSY_READ_ENGINE_SHARE
 
 
 @pytest.mark.parametrize("engine_args", [(), ("--dp", "2")])

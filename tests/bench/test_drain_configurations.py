@@ -14,7 +14,7 @@ from bench.drain_quality import CONSOLE_SCRIPT
 from bench.pool import run_jobs
 from bench.tables import Judged, killed, verdict
 from emulation.load import SHORT_REQUESTS, UniformDurations
-from hook.constants import SPLIT_ROLE_EXIT_RESERVE_S
+from modeldrain.hook.constants import SPLIT_ROLE_EXIT_RESERVE_S
 
 
 def test_tail_requests_are_drawn_to_end_in_their_window_after_the_delete():

@@ -14,7 +14,7 @@ from pathlib import Path
 from bench import reliability_bodies as bodies
 from bench import reliability_cases as cases
 from bench.reliability_hostile import CONSOLE_SCRIPT, OVERRUN_TOLERANCE_S, run_case, serving, summary
-from hook.events import MAX_LINE_BYTES
+from modeldrain.hook.events import MAX_LINE_BYTES
 
 BUSY_CASE = cases.HostileCase("busy engine", "test", cases.BUSY, idle_is_true=False, expected=cases.DEADLINE)
 

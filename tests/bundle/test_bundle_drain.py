@@ -97,8 +97,8 @@ def test_bundle_is_static_and_holds_no_sidecar_dependencies(bundle):
     viewer = TOOLCHAIN_BIN / "pyi-archive_viewer"
     listing = subprocess.run([str(viewer), "--list", "--recursive", "--brief", str(ONEFILE)],
                              capture_output=True, text=True, timeout=60, check=True).stdout
-    assert "prometheus_client" in listing and "hook.cli" in listing
-    for excluded in ("aiohttp", "uvloop", "sidecar", "emulation"):
+    assert "prometheus_client" in listing and "modeldrain.hook.cli" in listing
+    for excluded in ("aiohttp", "uvloop", "modeldrain.sidecar", "emulation"):
         assert excluded not in listing
 
 

@@ -62,7 +62,7 @@ def test_is_static_and_holds_its_http_stack_but_not_the_test_bed(sidecar_bundle)
     assert b"ld-linux-x86-64.so" not in head  # no program interpreter: static
     listing = subprocess.run([str(TOOLCHAIN_BIN / "pyi-archive_viewer"), "--list", "--recursive", "--brief",
                               str(SIDECAR_ONEFILE)], capture_output=True, text=True, timeout=60, check=True).stdout
-    for inside in ("aiohttp", "uvloop", "sidecar.cli", "hook.reader", "prometheus_client", "sidecar/openapi.json"):
+    for inside in ("aiohttp", "uvloop", "modeldrain.sidecar.cli", "modeldrain.hook.reader", "prometheus_client", "sidecar/openapi.json"):
         assert inside in listing, inside
     for excluded in ("emulation", "tests.", "bench"):
         assert excluded not in listing, excluded

@@ -9,7 +9,7 @@ import tarfile
 
 import pytest
 
-from hook import __version__
+from modeldrain.hook import __version__
 from tests.conftest import REPO
 
 pytestmark = [pytest.mark.containers, pytest.mark.timeout(900)]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from kubernetes_validate import utils as k8s_schema
 
-from hook import __version__
+from modeldrain.hook import __version__
 from tests.deploy.manifests import (PRESTOP_IMAGE_REPO, SIDECAR_IMAGE_REPO, Document, PodTemplate, documents,
                                     images_built_in_deploy, is_hook_install, is_sidecar_image, manifests,
                                     pod_templates, poststart_command, prestop_command, prestop_http)

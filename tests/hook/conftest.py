@@ -2,7 +2,7 @@
 
 import pytest
 
-from hook.target import Target
+from modeldrain.hook.target import Target
 
 from emulation.raw_server import RawServer
 

@@ -15,7 +15,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.openmetrics import exposition as openmetrics_exposition
 from prometheus_client.parser import text_string_to_metric_families
 
-from hook.exposition import CANONICAL, READ_NAMES
+from modeldrain.hook.exposition import CANONICAL, READ_NAMES
 from tests.conftest import SCRAPES
 
 OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 from prometheus_client.parser import text_string_to_metric_families as parse_text
 
-from hook.exposition import CANONICAL, OPENMETRICS_CONTENT_TYPE
-from hook.gauges import EngineKind, Role, gauge_set, gauge_sets_of
+from modeldrain.hook.exposition import CANONICAL, OPENMETRICS_CONTENT_TYPE
+from modeldrain.hook.gauges import EngineKind, Role, gauge_set, gauge_sets_of
 
 
 def as_float(value) -> float:

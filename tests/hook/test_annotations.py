@@ -2,7 +2,7 @@
 
 import pytest
 
-from hook.annotations import AnnotationsError, go_unquote, parse_annotations, read_annotations
+from modeldrain.hook.annotations import AnnotationsError, go_unquote, parse_annotations, read_annotations
 
 
 def test_downward_api_file_is_parsed():

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from hook import bundle
+from modeldrain.hook import bundle
 
 
 def test_a_python_install_is_not_a_bundle():

@@ -6,7 +6,7 @@ import os
 import time
 from pathlib import Path
 
-from hook import clock
+from modeldrain.hook import clock
 
 
 def fake_process(proc: Path, pid: int, ppid: int, start_ticks: int, exe: Path, comm: str = "prestop") -> None:

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from hook.cli import _check_parser, _drain_parser
-from hook.config import resolve_drain_config, resolve_read_config
-from hook.gauges import EngineKind, Role
+from modeldrain.hook.cli import _check_parser, _drain_parser
+from modeldrain.hook.config import resolve_drain_config, resolve_read_config
+from modeldrain.hook.gauges import EngineKind, Role
 
 
 def fake_proc(tmp_path: Path, *argvs: list[str]) -> str:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from hook.decision import (
+from modeldrain.hook.decision import (
     DrainOutcome,
     DrainPlan,
     DrainState,
@@ -14,8 +14,8 @@ from hook.decision import (
     next_step,
     reserve_after_read,
 )
-from hook.gauges import Role
-from hook.outcome import Read, ReadOutcome
+from modeldrain.hook.gauges import Role
+from modeldrain.hook.outcome import Read, ReadOutcome
 
 T0 = 1000.0
 

@@ -5,14 +5,14 @@ import os
 
 import pytest
 
-from hook.config import DrainConfig, ReadConfig
-from hook.decision import DrainOutcome
-from hook.drain import PROGRESS_LOG_INTERVAL_S, run_drain
-from hook.engine import EngineHint
-from hook.events import EventLog
-from hook.gauges import EngineKind, Role
-from hook.outcome import Read, ReadOutcome
-from hook.target import Target
+from modeldrain.hook.config import DrainConfig, ReadConfig
+from modeldrain.hook.decision import DrainOutcome
+from modeldrain.hook.drain import PROGRESS_LOG_INTERVAL_S, run_drain
+from modeldrain.hook.engine import EngineHint
+from modeldrain.hook.events import EventLog
+from modeldrain.hook.gauges import EngineKind, Role
+from modeldrain.hook.outcome import Read, ReadOutcome
+from modeldrain.hook.target import Target
 
 T0 = 5000.0
 READ_TAKES_S = 0.01

@@ -2,8 +2,8 @@
 
 import pytest
 
-from hook.engine import EngineHint, hint_from_argv, hint_from_proc
-from hook.gauges import EngineKind, Role
+from modeldrain.hook.engine import EngineHint, hint_from_argv, hint_from_proc
+from modeldrain.hook.gauges import EngineKind, Role
 
 
 @pytest.mark.parametrize("argv, kind, role, port", [

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from hook import events
-from hook.events import MAX_LINE_BYTES, WRITE_WAIT_S, EventLog, fit_line, utc_timestamp
+from modeldrain.hook import events
+from modeldrain.hook.events import MAX_LINE_BYTES, WRITE_WAIT_S, EventLog, fit_line, utc_timestamp
 from tests.pipes import fill
 
 

@@ -4,9 +4,9 @@ import time
 
 import pytest
 
-from hook import exposition
-from hook.exposition import CANDIDATE_SUBSTRINGS, READ_NAMES, ExpositionError, ParseTimeout, measure, parse_whole
-from hook.gauges import EngineKind, Role, gauge_set
+from modeldrain.hook import exposition
+from modeldrain.hook.exposition import CANDIDATE_SUBSTRINGS, READ_NAMES, ExpositionError, ParseTimeout, measure, parse_whole
+from modeldrain.hook.gauges import EngineKind, Role, gauge_set
 
 OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"
 

@@ -20,10 +20,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hook.engine import EngineHint
-from hook.gauges import GAUGE_SETS, EngineKind, Role
-from hook.outcome import Read, ReadOutcome
-from hook.reader import read_body
+from modeldrain.hook.engine import EngineHint
+from modeldrain.hook.gauges import GAUGE_SETS, EngineKind, Role
+from modeldrain.hook.outcome import Read, ReadOutcome
+from modeldrain.hook.reader import read_body
 
 from .metrics_bodies import OPENMETRICS, TEXT, bodies
 from .metrics_oracle import oracle_series, oracle_verdict
@@ -76,7 +76,7 @@ def test_the_corpus_holds_the_old_reader_bugs():
 
 def test_the_oracle_would_catch_a_reader_that_skips_the_confirmation(monkeypatch):
     # The property can fail: without the whole-body confirmation, the broken-line body reads idle.
-    import hook.exposition as exposition
+    import modeldrain.hook.exposition as exposition
 
     monkeypatch.setattr(exposition, "parse_whole", exposition.parse)
     body = (CORPUS / "broken-line-elsewhere.text.txt").read_bytes()

@@ -8,9 +8,9 @@ import time
 import pytest
 import trustme
 
-from hook.fetch import FetchError, fetch
-from hook.outcome import ReadOutcome
-from hook.target import Target
+from modeldrain.hook.fetch import FetchError, fetch
+from modeldrain.hook.outcome import ReadOutcome
+from modeldrain.hook.target import Target
 
 from emulation.raw_server import canned, drip, hang, http_response
 

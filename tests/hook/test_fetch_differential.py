@@ -17,9 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from emulation.raw_server import RawServer
-from hook.fetch import FetchError, fetch
-from hook.outcome import ReadOutcome
-from hook.target import Target
+from modeldrain.hook.fetch import FetchError, fetch
+from modeldrain.hook.outcome import ReadOutcome
+from modeldrain.hook.target import Target
 
 EXAMPLES = int(os.environ.get("MODELDRAIN_FUZZ_EXAMPLES", "150"))
 TIMEOUT_S = 0.5

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from hook.files import SmallFileError, read_small_file
+from modeldrain.hook.files import SmallFileError, read_small_file
 
 
 def test_a_regular_file_and_a_symlink_to_one_as_kubelet_mounts_them(tmp_path):

@@ -4,8 +4,8 @@ import argparse
 
 import pytest
 
-from hook.exitcodes import ExitCode
-from hook.flags import (
+from modeldrain.hook.exitcodes import ExitCode
+from modeldrain.hook.flags import (
     MAX_SECONDS,
     Parser,
     parse_engine,
@@ -18,7 +18,7 @@ from hook.flags import (
     parse_whole_number,
     seconds_arg,
 )
-from hook.gauges import EngineKind, Role
+from modeldrain.hook.gauges import EngineKind, Role
 
 
 @pytest.mark.parametrize("text, kwargs, expected", [

@@ -2,7 +2,7 @@
 
 import pytest
 
-from hook.gauges import ALL_WORK_METRIC_NAMES, GAUGE_SETS, EngineKind, Role, gauge_set
+from modeldrain.hook.gauges import ALL_WORK_METRIC_NAMES, GAUGE_SETS, EngineKind, Role, gauge_set
 
 
 def test_every_gauge_name_is_in_the_filter():

@@ -7,8 +7,8 @@ import stat
 
 import pytest
 
-from hook import install
-from hook.cli import main
+from modeldrain.hook import install
+from modeldrain.hook.cli import main
 
 
 @pytest.fixture

@@ -6,9 +6,9 @@ from dataclasses import replace
 
 import pytest
 
-from hook.leader import LeaderConfig, LeaderReader, leader_from_env, parse_leader_url
-from hook.outcome import ReadOutcome
-from hook.target import Target
+from modeldrain.hook.leader import LeaderConfig, LeaderReader, leader_from_env, parse_leader_url
+from modeldrain.hook.outcome import ReadOutcome
+from modeldrain.hook.target import Target
 
 from emulation.raw_server import canned, http_response
 

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from hook.gauges import EngineKind, Role
-from hook.outcome import Read, ReadOutcome, read_fields
+from modeldrain.hook.gauges import EngineKind, Role
+from modeldrain.hook.outcome import Read, ReadOutcome, read_fields
 
 UNMEASURABLE = {ReadOutcome.REFUSED, ReadOutcome.HTTP_ERROR, ReadOutcome.TLS_ERROR}
 

@@ -5,12 +5,12 @@ from dataclasses import replace
 
 import pytest
 
-from hook.config import ReadConfig
-from hook.engine import EngineHint
-from hook.gauges import EngineKind, Role
-from hook.outcome import ReadOutcome
-from hook.reader import EngineReader, read_work
-from hook.target import Target
+from modeldrain.hook.config import ReadConfig
+from modeldrain.hook.engine import EngineHint
+from modeldrain.hook.gauges import EngineKind, Role
+from modeldrain.hook.outcome import ReadOutcome
+from modeldrain.hook.reader import EngineReader, read_work
+from modeldrain.hook.target import Target
 
 from emulation.raw_server import canned, hang, http_response
 

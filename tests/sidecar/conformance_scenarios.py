@@ -19,14 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from hook.gauges import EngineKind, Role, gauge_set
-from hook.outcome import Read, ReadOutcome
-from sidecar.command import CommandSource, EngineCommand
-from sidecar.envelope import Identity, work_envelope
-from sidecar.idle_run import IdleRunTracker
-from sidecar.incarnation import Evidence, Incarnation
-from sidecar.member import Member, PodIdentity
-from sidecar.sampler import Sample
+from modeldrain.hook.gauges import EngineKind, Role, gauge_set
+from modeldrain.hook.outcome import Read, ReadOutcome
+from modeldrain.sidecar.command import CommandSource, EngineCommand
+from modeldrain.sidecar.envelope import Identity, work_envelope
+from modeldrain.sidecar.idle_run import IdleRunTracker
+from modeldrain.sidecar.incarnation import Evidence, Incarnation
+from modeldrain.sidecar.member import Member, PodIdentity
+from modeldrain.sidecar.sampler import Sample
 
 REPO = Path(__file__).resolve().parents[2]
 TABLE_DIR = REPO / "conformance" / "retirement"

@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 from openapi_schema_validator import OAS30StrictValidator, oas30_strict_format_checker
 
-import sidecar as package
+from modeldrain import sidecar as package
 
 SPEC_PATH = Path(package.__file__).parent / "openapi.json"
 SPEC: dict[str, Any] = json.loads(SPEC_PATH.read_text())

@@ -47,7 +47,7 @@ class SidecarProcess:
         self.port: int | None = None
 
     def start(self) -> "SidecarProcess":
-        argv = [*self._wrapper, sys.executable, "-m", "sidecar", "--listen", "127.0.0.1:0",
+        argv = [*self._wrapper, sys.executable, "-m", "modeldrain.sidecar", "--listen", "127.0.0.1:0",
                 "--ready-file", str(self._ready), *self._args]
         self._env["SIDECAR_READY_DIR"] = str(self._dir)
         with open(self._log_path, "wb") as log:

@@ -8,8 +8,8 @@ import time
 
 import aiohttp
 
-from sidecar.app import WORK
-from sidecar.constants import SCHEMA_VERSION
+from modeldrain.sidecar.app import WORK
+from modeldrain.sidecar.constants import SCHEMA_VERSION
 
 
 def parse_time(text: str) -> float:
@@ -150,7 +150,7 @@ def test_nothing_in_the_request_changes_what_is_fetched(sidecar, vllm_engine):
 def test_openapi_document_is_served_and_matches_the_repo(sidecar):
     from pathlib import Path
 
-    import sidecar as package
+    from modeldrain import sidecar as package
 
     status, raw, headers = sidecar.request("GET", "/v1/openapi.json")
     assert status == 200 and headers["content-type"].startswith("application/json")
@@ -159,7 +159,7 @@ def test_openapi_document_is_served_and_matches_the_repo(sidecar):
 
 
 def test_a_storm_costs_the_engine_at_most_ten_reads_a_second(sidecar, vllm_engine):
-    from sidecar.constants import MIN_READ_INTERVAL_S
+    from modeldrain.sidecar.constants import MIN_READ_INTERVAL_S
 
     async def storm(seconds):
         stop_at = time.monotonic() + seconds

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from sidecar.auth import TokenFile, TokenFileError, read_token
+from modeldrain.sidecar.auth import TokenFile, TokenFileError, read_token
 
 from .secret_volume import k8s_secret
 from .sidecar_process import SidecarProcess

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from sidecar.coalescer import Coalescer
+from modeldrain.sidecar.coalescer import Coalescer
 
 
 class GatedRead:

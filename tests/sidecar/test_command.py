@@ -4,9 +4,9 @@ import asyncio
 
 import pytest
 
-from hook.engine import EngineHint, hint_from_argv
-from hook.gauges import EngineKind, Role
-from sidecar.command import CommandSource, CommandWatch, EngineCommand, engine_command
+from modeldrain.hook.engine import EngineHint, hint_from_argv
+from modeldrain.hook.gauges import EngineKind, Role
+from modeldrain.sidecar.command import CommandSource, CommandWatch, EngineCommand, engine_command
 
 
 def cmdline(*argv: str) -> EngineHint:

@@ -5,10 +5,10 @@ import sys
 
 import pytest
 
-from hook.exitcodes import ExitCode
-from sidecar.config import build_parser, resolve_config
-from sidecar.constants import DEFAULT_LISTEN_PORT
-from sidecar.member import Member, PodIdentity
+from modeldrain.hook.exitcodes import ExitCode
+from modeldrain.sidecar.config import build_parser, resolve_config
+from modeldrain.sidecar.constants import DEFAULT_LISTEN_PORT
+from modeldrain.sidecar.member import Member, PodIdentity
 
 
 def config(argv, env=None):
@@ -34,7 +34,7 @@ def test_the_pod_and_its_configuration_come_from_the_downward_api_or_flags():
 
 
 def test_what_the_flags_state_about_the_engine_is_kept_apart_from_the_argv_found():
-    from hook.gauges import EngineKind, Role
+    from modeldrain.hook.gauges import EngineKind, Role
 
     c = config(["--engine", "sglang", "--disaggregation-mode", "decode", "--proc-root", "/nonexistent"])
     assert (c.stated.kind, c.stated.role, c.proc_root) == (EngineKind.SGLANG, Role.DECODE, "/nonexistent")
@@ -60,7 +60,7 @@ def test_target_comes_from_the_scrape_annotations_like_prestop(tmp_path):
     (["--read-timeout", "nan"], "--read-timeout"),
 ])
 def test_bad_flags_exit_2_with_a_message(argv, problem):
-    result = subprocess.run([sys.executable, "-m", "sidecar", *argv], capture_output=True, text=True, timeout=30)
+    result = subprocess.run([sys.executable, "-m", "modeldrain.sidecar", *argv], capture_output=True, text=True, timeout=30)
     assert result.returncode == 2, result.stderr
     assert problem in result.stderr
     assert "Traceback" not in result.stderr
@@ -73,7 +73,7 @@ def test_a_taken_listen_address_is_a_clear_error():
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        result = subprocess.run([sys.executable, "-m", "sidecar", "--listen", f"127.0.0.1:{port}",
+        result = subprocess.run([sys.executable, "-m", "modeldrain.sidecar", "--listen", f"127.0.0.1:{port}",
                                  "--engine", "vllm", "--port", "8000"],
                                 capture_output=True, text=True, timeout=30)
     assert result.returncode == ExitCode.LISTEN_FAILED == 3

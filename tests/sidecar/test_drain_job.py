@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-import sidecar as package
+from modeldrain import sidecar as package
 from emulation.engine_process import EngineProcess
 from tests.engine_work import send_requests
 

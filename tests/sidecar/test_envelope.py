@@ -2,14 +2,14 @@
 
 import json
 
-from hook.gauges import EngineKind, Role
-from hook.outcome import Read, ReadOutcome, read_fields
-from sidecar.command import CommandSource, EngineCommand
-from sidecar.constants import SCHEMA_VERSION
-from sidecar.envelope import Identity, work_envelope
-from sidecar.incarnation import Evidence, Incarnation
-from sidecar.member import Member, PodIdentity
-from sidecar.sampler import Sample
+from modeldrain.hook.gauges import EngineKind, Role
+from modeldrain.hook.outcome import Read, ReadOutcome, read_fields
+from modeldrain.sidecar.command import CommandSource, EngineCommand
+from modeldrain.sidecar.constants import SCHEMA_VERSION
+from modeldrain.sidecar.envelope import Identity, work_envelope
+from modeldrain.sidecar.incarnation import Evidence, Incarnation
+from modeldrain.sidecar.member import Member, PodIdentity
+from modeldrain.sidecar.sampler import Sample
 
 IDENTITY = Identity(instance="0" * 32, version="0.1.0", started_at_unix=0.0,
                     pod=PodIdentity("team-a", "replica-0-abc", "6f1c-uid"),

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from sidecar import errors
+from modeldrain.sidecar import errors
 
 
 def test_error_body_is_compact_json_with_code_and_message():

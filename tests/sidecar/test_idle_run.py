@@ -1,6 +1,6 @@
 """Where the current run of idle reads began: broken by any read that is not idle, or by a new engine."""
 
-from sidecar.idle_run import IdleRunTracker
+from modeldrain.sidecar.idle_run import IdleRunTracker
 
 
 def test_a_run_begins_at_its_first_idle_read_and_ends_at_any_other():

@@ -1,4 +1,4 @@
-from sidecar.incarnation import Evidence, IncarnationTracker, Observation
+from modeldrain.sidecar.incarnation import Evidence, IncarnationTracker, Observation
 
 UP = Observation(answered=True)
 DOWN = Observation(answered=False)

@@ -4,8 +4,8 @@ import json
 import logging
 import os
 
-from hook.events import EventLog
-from sidecar.library_logs import route_library_logs
+from modeldrain.hook.events import EventLog
+from modeldrain.sidecar.library_logs import route_library_logs
 
 
 def test_library_warnings_are_json_lines_and_info_is_not(tmp_path):

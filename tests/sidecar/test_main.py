@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from hook.exitcodes import ExitCode
-from sidecar import main
+from modeldrain.hook.exitcodes import ExitCode
+from modeldrain.sidecar import main
 
 
 def test_all_server_modules_present_here():

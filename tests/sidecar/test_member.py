@@ -2,7 +2,7 @@
 
 import pytest
 
-from sidecar.member import Member, resolve_member
+from modeldrain.sidecar.member import Member, resolve_member
 
 
 @pytest.mark.parametrize("index, size, env, expected", [

@@ -3,8 +3,8 @@
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from hook.outcome import Read, ReadOutcome
-from sidecar.metrics import SidecarMetrics
+from modeldrain.hook.outcome import Read, ReadOutcome
+from modeldrain.sidecar.metrics import SidecarMetrics
 
 
 def samples(metrics: SidecarMetrics) -> dict[tuple[str, tuple], float]:
@@ -48,7 +48,7 @@ def test_requests_are_counted_by_route_template_and_code():
 def test_dropped_log_lines_are_exported(tmp_path):
     import os
 
-    from hook.events import EventLog
+    from modeldrain.hook.events import EventLog
 
     r, w = os.pipe()
     os.close(r)  # the log's reader is gone: every line is dropped

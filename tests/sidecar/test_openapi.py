@@ -13,11 +13,11 @@ from openapi_spec_validator import validate as validate_document
 
 from emulation.engine_process import EngineProcess
 from emulation.raw_server import RawServer, canned
-from hook.outcome import ReadOutcome
-from sidecar import app, errors
-from sidecar.command import CommandSource
-from sidecar.constants import DEFAULT_LISTEN_PORT, SCHEMA_VERSION
-from sidecar.incarnation import Evidence
+from modeldrain.hook.outcome import ReadOutcome
+from modeldrain.sidecar import app, errors
+from modeldrain.sidecar.command import CommandSource
+from modeldrain.sidecar.constants import DEFAULT_LISTEN_PORT, SCHEMA_VERSION
+from modeldrain.sidecar.incarnation import Evidence
 from .contract import SCHEMAS, SPEC, SPEC_PATH, assert_error, assert_work, violations
 from .secret_volume import k8s_secret
 from .sidecar_process import SidecarProcess, kill_now
@@ -193,8 +193,8 @@ def test_api_without_a_token_conforms_too(case, guarded):
 
 
 def test_the_metrics_route_names_every_metric_the_sidecar_exports():
-    from hook.events import EventLog
-    from sidecar.metrics import SidecarMetrics
+    from modeldrain.hook.events import EventLog
+    from modeldrain.sidecar.metrics import SidecarMetrics
 
     metrics = SidecarMetrics()
     metrics.watch_log(EventLog("drain-sidecar", started_at=0.0))

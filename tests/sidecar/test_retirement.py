@@ -10,8 +10,8 @@ import pytest
 
 from emulation.engine_process import EngineProcess
 from emulation.raw_server import RawServer, canned
-from sidecar import retirement
-from sidecar.retirement import Answer, Member, PodRef, Reason, Retirement, Verdict
+from modeldrain.sidecar import retirement
+from modeldrain.sidecar.retirement import Answer, Member, PodRef, Reason, Retirement, Verdict
 from .conformance_scenarios import Sidecar
 from .contract import assert_work
 from .sidecar_process import SidecarProcess, kill_now
@@ -238,8 +238,8 @@ def test_an_engine_restarted_between_the_reads_holds_then_counts_again(tmp_path)
 
 def test_the_clients_constants_agree_with_the_sidecar_and_the_hook():
     # The client restates them to stay self-contained; here they are held to their one home.
-    from hook.constants import POLL_INTERVAL_S, READ_TIMEOUT_S
-    from sidecar.constants import MIN_READ_INTERVAL_S, SCHEMA_VERSION, WORK_WAIT_SLACK_S
+    from modeldrain.hook.constants import POLL_INTERVAL_S, READ_TIMEOUT_S
+    from modeldrain.sidecar.constants import MIN_READ_INTERVAL_S, SCHEMA_VERSION, WORK_WAIT_SLACK_S
 
     assert retirement.SCHEMA == SCHEMA_VERSION
     assert retirement.MIN_IDLE_GAP_S == POLL_INTERVAL_S  # the hook's reads are 1 s apart too

@@ -12,13 +12,13 @@ import pytest
 
 from emulation.engine_process import EngineProcess
 from emulation.launch import LaunchShape, launch_command
-from hook.exitcodes import ExitCode
+from modeldrain.hook.exitcodes import ExitCode
 from .secret_volume import k8s_secret
 from .sidecar_process import SidecarProcess, kill_now
 
 # Run as a console script would, with aiohttp and uvloop made unimportable: the command must not need them.
 WITHOUT_THE_SERVER = ("import sys; sys.modules['aiohttp'] = None; sys.modules['uvloop'] = None; "
-                      "from sidecar.main import main; sys.exit(main())")
+                      "from modeldrain.sidecar.main import main; sys.exit(main())")
 
 
 def retirement(*args: str, timeout_s: float = 60.0) -> subprocess.CompletedProcess:
@@ -128,6 +128,6 @@ def test_usage_errors_are_one_line_and_exit_2(argv, problem):
 
 
 def test_the_installed_command_dispatches_to_it():
-    result = subprocess.run([sys.executable, "-m", "sidecar", "retirement", "--help"], capture_output=True,
+    result = subprocess.run([sys.executable, "-m", "modeldrain.sidecar", "retirement", "--help"], capture_output=True,
                             text=True, timeout=30)
     assert result.returncode == 0 and "exit codes: 0 the replica may be deleted" in result.stdout

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from sidecar import retirement
+from modeldrain.sidecar import retirement
 from .conformance_scenarios import FORMAT, TABLE_DIR, rendered
 from .contract import assert_work
 

@@ -10,7 +10,7 @@ import aiohttp
 import pytest
 from aiohttp import web, web_runner, web_server
 
-from sidecar.site import JsonErrorRequestHandler, LimitedTCPSite
+from modeldrain.sidecar.site import JsonErrorRequestHandler, LimitedTCPSite
 
 from .sidecar_process import SidecarProcess
 
