@@ -1,9 +1,14 @@
 """bench/: what modeldrain buys and what it costs, measured (`make bench` writes bench/RESULTS.md).
 
-- drain_quality.py: real deletions (engine emulator, kubelet emulation, a router) under each
-  preStop strategy, run side by side on the same scenarios and seeds.
-- cost_prestop.py: the hook's start-up, memory and size, bundle against console script.
-- cost_reading.py: turning an exposition into the gauge sums, against prometheus-client's full parse.
-- sidecar_bench.py: drain-sidecar latency, throughput, engine reads and memory.
-- run.py: runs them all; report.py: their results as RESULTS.md; spread.py: medians, ranges, ties.
+Module map (bench/README.md has the longer one):
+- run.py: runs the parts; report.py: their results as RESULTS.md; tables.py, spread.py: medians,
+  ranges and ties; machine.py: what the machine was doing; pool.py: runs drains side by side.
+- drains/: real deletions (engine emulator, kubelet emulation, a router) under each preStop
+  strategy (quality.py, deletion.py), and every drain configuration (configurations.py and the
+  modules it runs: split roles, leader and worker, --shutdown-timeout, the return lag).
+- costs/: each executable's start-up, memory and size (prestop.py, sidecar.py, process.py,
+  bundle_startup.py), a read's and a scrape's cost (reading.py, scrape.py), drain-sidecar under load
+  (sidecar_load.py).
+- reliability/: hostile inputs, differential fuzzing, availability under attack and a soak
+  (part.py runs them; cases.py, bodies.py the inputs; report.py the tables).
 """

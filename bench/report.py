@@ -11,8 +11,9 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from bench import reliability_report, report_configurations
-from bench.drain_quality import SCENARIOS, Strategy
+from bench.reliability import report as reliability_report
+from bench.drains import report as report_configurations
+from bench.drains.quality import SCENARIOS, Strategy
 from bench.spread import Spread
 from bench.tables import DASH as _DASH
 from bench.tables import MIN_SECONDS_DIFFERENCE, Judged, verdict
@@ -212,7 +213,7 @@ def _prestop_section(prestop: dict) -> list[str]:
 
 def _sidecar_start_section(start: dict) -> list[str]:
     lines = ["### drain-sidecar: start-up, memory, size", "",
-             f"{start['runs']} runs of each executable, alternating, after one warm-up run each (bench/cost_sidecar.py): "
+             f"{start['runs']} runs of each executable, alternating, after one warm-up run each (bench/costs/sidecar.py): "
              "the sidecar on a free loopback port, `--engine vllm` and an engine port nothing listens on. "
              "Median (min–max).", ""]
     header = ["executable", "on disk", "exec → listening", "exec → first /healthz", "peak RSS, largest process",
@@ -253,7 +254,7 @@ def _scrape_section(scrape: dict) -> list[str]:
     busy, idle = scrape["busy_interval_s"], scrape["interval_s"]
     lines = ["### A scrape's cost to the engine: prometheus-client rendering vLLM's /metrics", "",
              "A real vLLM answers each read of /metrics on its API server process with prometheus-client's "
-             "`generate_latest` over its registry. bench/cost_scrape.py rebuilds that registry from the real "
+             "`generate_latest` over its registry. bench/costs/scrape.py rebuilds that registry from the real "
              "families (real Counter, Gauge, Histogram and Summary objects with the scrape's names, help, labels "
              "and buckets; the process, platform and GC collectors), checks that it renders the same series, and "
              f"times the render: CPU time of the rendering thread, {scrape['rounds']} rounds, median (min–max). "
@@ -272,7 +273,7 @@ def _scrape_section(scrape: dict) -> list[str]:
 
 
 def _sidecar_section(sidecar: dict) -> list[str]:
-    lines = ["### drain-sidecar under load (bench/sidecar_bench.py)", ""]
+    lines = ["### drain-sidecar under load (bench/costs/sidecar_load.py)", ""]
     if sidecar.get("error"):
         return lines + [f"Failed: `{sidecar['error']}`", ""]
     report = sidecar["report"]

@@ -4,7 +4,7 @@
                         [--parts prestop,sidecar-start,reading,scrape,sidecar,reliability,drain,configurations]
 
 The cost parts run first, one thing at a time, while the machine is otherwise quiet; then the drain
-matrix, its cells concurrently; then the other drain configurations (bench/drain_configurations.py),
+matrix, its cells concurrently; then the other drain configurations (bench/drains/configurations.py),
 theirs concurrently too. `--parts` reruns only those parts and keeps the others' last
 results from the JSON file, so a part disturbed by other work on the machine can be rerun alone.
 Wiring only: the measuring is in the modules named after what they measure.
@@ -26,18 +26,16 @@ from pathlib import Path
 if __package__ in (None, ""):  # `python bench/run.py`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import (  # noqa: E402
-    cost_prestop,
-    cost_reading,
-    cost_scrape,
-    cost_sidecar,
-    drain_configurations,
-    drain_quality,
-    reliability,
-    report,
-)
+from bench import report  # noqa: E402
+from bench.costs import prestop as cost_prestop  # noqa: E402
+from bench.costs import reading as cost_reading  # noqa: E402
+from bench.costs import scrape as cost_scrape  # noqa: E402
+from bench.costs import sidecar as cost_sidecar  # noqa: E402
+from bench.drains import configurations as drain_configurations  # noqa: E402
+from bench.drains import quality as drain_quality  # noqa: E402
+from bench.reliability import part as reliability  # noqa: E402
 from bench.machine import CpuMeter, describe  # noqa: E402
-from bench.process_costs import version_line  # noqa: E402
+from bench.costs.process import version_line  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 PARTS = ("prestop", "sidecar-start", "reading", "scrape", "sidecar", "reliability", "drain", "configurations")
@@ -110,9 +108,9 @@ def run_sidecar(quick: bool) -> dict:
     seconds = SIDECAR_SECONDS[quick]
     with tempfile.TemporaryDirectory(prefix="bench-sidecar-") as tmp:
         out = Path(tmp) / "sidecar.json"
-        argv = [sys.executable, str(HERE / "sidecar_bench.py"), "--seconds", f"{seconds:g}", "--json", str(out)]
+        argv = [sys.executable, str(HERE / "costs" / "sidecar_load.py"), "--seconds", f"{seconds:g}", "--json", str(out)]
         done = subprocess.run(argv, cwd=HERE.parent, capture_output=True, text=True, timeout=300)
-        command = f"bench/sidecar_bench.py --seconds {seconds:g}"
+        command = f"bench/costs/sidecar_load.py --seconds {seconds:g}"
         if not out.exists():
             return {"command": command, "seconds": seconds,
                     "error": f"exit {done.returncode}: {(done.stderr or done.stdout)[-500:]}"}
@@ -121,7 +119,7 @@ def run_sidecar(quick: bool) -> dict:
 
 
 def run_reliability(bundle: Path | None, quick: bool) -> dict:
-    """Issue 12's figures: hostile inputs, fuzzing, the sidecar under attack (bench/reliability.py)."""
+    """Issue 12's figures: hostile inputs, fuzzing, the sidecar under attack (bench/reliability/part.py)."""
     executables = {"bundle": bundle} if bundle is not None else {}
     executables["console"] = drain_quality.CONSOLE_SCRIPT
     return reliability.measure(executables, quick, progress=_log)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bench import report
-from bench.drain_quality import CONSOLE_SCRIPT, SCENARIOS_BY_NAME, Cell, Strategy, run_matrix, seed_for
+from bench.drains.quality import CONSOLE_SCRIPT, SCENARIOS_BY_NAME, Cell, Strategy, run_matrix, seed_for
 from bench.spread import Spread, Verdict, compare_paired
 
 

@@ -1,12 +1,12 @@
-"""A scrape's cost (bench/cost_scrape.py): the registry it times renders what a real vLLM serves."""
+"""A scrape's cost (bench/costs/scrape.py): the registry it times renders what a real vLLM serves."""
 
 from __future__ import annotations
 
 import pytest
 from prometheus_client import generate_latest
 
-from bench import cost_scrape
-from bench.cost_scrape import fetch_body, registry_from, series
+from bench.costs import scrape as cost_scrape
+from bench.costs.scrape import fetch_body, registry_from, series
 from modeldrain.hook.constants import BUSY_READ_ENGINE_SHARE
 
 

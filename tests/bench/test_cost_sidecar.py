@@ -1,11 +1,12 @@
-"""bench/cost_sidecar.py measures a real sidecar start, and the report shows it."""
+"""bench/costs/sidecar.py measures a real sidecar start, and the report shows it."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-from bench import cost_sidecar, report
+from bench.costs import sidecar as cost_sidecar
+from bench import report
 
 CONSOLE_SCRIPT = Path(sys.executable).parent / "drain-sidecar"
 

@@ -1,4 +1,4 @@
-"""The drain-configuration families (bench/drain_configurations.py): their cells, the numbers each
+"""The drain-configuration families (bench/drains/configurations.py): their cells, the numbers each
 deletion yields, and one deletion of every family run for real and rendered."""
 
 from __future__ import annotations
@@ -7,10 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from bench import leader_worker, report_configurations, return_lag, shutdown_timeout, split_roles
-from bench.deletion import RouterLoad, TailRequests, delete_under_load, engine, prestop_argv, route_lag_s, seed_of
-from bench.drain_configurations import all_cells
-from bench.drain_quality import CONSOLE_SCRIPT
+from bench.drains import leader_worker
+from bench.drains import report as report_configurations
+from bench.drains import return_lag
+from bench.drains import shutdown_timeout
+from bench.drains import split_roles
+from bench.drains.deletion import RouterLoad, TailRequests, delete_under_load, engine, prestop_argv, route_lag_s, seed_of
+from bench.drains.configurations import all_cells
+from bench.drains.quality import CONSOLE_SCRIPT
 from bench.pool import run_jobs
 from bench.tables import Judged, killed, verdict
 from emulation.load import SHORT_REQUESTS, UniformDurations

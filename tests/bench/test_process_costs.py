@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.process_costs import (GNU_TIME, ExecutableRuns, alternate, footprint, max_rss_kib, session_sum_kib,
+from bench.costs.process import (GNU_TIME, ExecutableRuns, alternate, footprint, max_rss_kib, session_sum_kib,
                                  tree_bytes, version_line)
 
 

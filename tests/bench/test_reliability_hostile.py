@@ -1,4 +1,4 @@
-"""The hostile-input runner (bench/reliability_hostile.py): it can see what it reports, on real processes.
+"""The hostile-input runner (bench/reliability/hostile.py): it can see what it reports, on real processes.
 
 A runner that could not see a crash, a false idle or an overrun would print zeros whatever the hook
 did; so each is shown here on a stand-in hook that does exactly that, and the real hook is run on
@@ -11,9 +11,9 @@ import signal
 import sys
 from pathlib import Path
 
-from bench import reliability_bodies as bodies
-from bench import reliability_cases as cases
-from bench.reliability_hostile import CONSOLE_SCRIPT, OVERRUN_TOLERANCE_S, run_case, serving, summary
+from bench.reliability import bodies
+from bench.reliability import cases
+from bench.reliability.hostile import CONSOLE_SCRIPT, OVERRUN_TOLERANCE_S, run_case, serving, summary
 from modeldrain.hook.events import MAX_LINE_BYTES
 
 BUSY_CASE = cases.HostileCase("busy engine", "test", cases.BUSY, idle_is_true=False, expected=cases.DEADLINE)

@@ -6,10 +6,12 @@ import json
 
 import pytest
 
-from bench import reliability_report, report, run
-from bench.reliability_fuzz import measure as fuzz_measure
-from bench.reliability_fuzz import parse_outcome
-from bench.reliability_hostile import summary
+from bench.reliability import report as reliability_report
+from bench import report
+from bench import run
+from bench.reliability.fuzz import measure as fuzz_measure
+from bench.reliability.fuzz import parse_outcome
+from bench.reliability.hostile import summary
 
 
 @pytest.mark.slow
@@ -23,7 +25,7 @@ def test_the_fuzz_figures_are_hypothesis_own_counts():
 
 
 def _reliability_results() -> dict:
-    """The part's shape, as bench/reliability.py returns it, with one run of each kind."""
+    """The part's shape, as bench/reliability/part.py returns it, with one run of each kind."""
     hostile_run = {"case": "busy engine", "group": "test", "executable": "console", "exit_code": 10,
                    "expected": [10], "seconds": 2.05, "deadline_s": 2.0, "traceback": False, "outcome": "deadline",
                    "own_elapsed_s": 2.0, "said_idle": False, "longest_log_line": 600, "log_lines_dropped": 0,
@@ -35,11 +37,11 @@ def _reliability_results() -> dict:
                 "attacker": {}, "sidecar_counters": {}, "evicted": 0, "rejected_503": 0}
     return {
         "quick": True,
-        "hostile": {"command": "python -m bench.reliability_hostile --executables console --jobs 3",
+        "hostile": {"command": "python -m bench.reliability.hostile --executables console --jobs 3",
                     "executables": {"console": ".venv/bin/prestop"}, "summary": summary([]) | {
                         "cases": 1, "runs": 1, "max_lateness_s": 0.05, "max_lateness_case": "busy engine, console"},
                     "runs": [hostile_run]},
-        "sidecar": {"command": "python -m bench.reliability_sidecar", "answers": [
+        "sidecar": {"command": "python -m bench.reliability.sidecar", "answers": [
             {"case": "busy engine", "group": "test", "status": 200, "verdict": "busy", "outcome": "busy",
              "seconds": 0.1, "healthz_status": 200, "healthz_ms": 1.0, "problems": []}],
             "start_with_port_superscript": {"healthz_status": 200, "problems": []},
@@ -53,7 +55,7 @@ def _reliability_results() -> dict:
         "fuzz": {"command": "MODELDRAIN_FUZZ_EXAMPLES=3 pytest", "examples_per_property": 3, "examples_run": 6,
                  "violations": 0, "seconds": 5.0, "tests": {"passed": 20}, "exit_code": 0,
                  "properties": {"tests/x.py::test_p": {"passing": 3, "failing": 0, "invalid": 0, "seconds": 0.1}}},
-        "availability": {"command": "python -m bench.reliability_availability --seconds 3", "controller_every_s": 1.0,
+        "availability": {"command": "python -m bench.reliability.availability --seconds 3", "controller_every_s": 1.0,
                          "controller_timeout_s": 10.0, "probe_every_s": 0.5, "probe_timeout_s": 1.0,
                          "sidecar_rss_at_start_kib": 40000, "scenarios": [scenario],
                          "soak": dict(scenario, scenario="all at once", memory={
@@ -78,7 +80,7 @@ def test_the_part_is_wired_into_the_bench_and_renders_its_section(tmp_path, monk
     assert calls and calls[0][1] is True and "console" in calls[0][0]
     text = out.read_text()
     assert "## Reliability under hostile input (issue 12)" in text
-    assert "`python -m bench.reliability_hostile --executables console --jobs 3`" in text
+    assert "`python -m bench.reliability.hostile --executables console --jobs 3`" in text
     assert "| busy engine | 200 | busy (busy) |" in text
     assert json.loads(raw.read_text())["reliability"]["fuzz"]["examples_run"] == 6
     assert "- reliability:" in text  # its CPU line

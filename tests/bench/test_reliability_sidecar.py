@@ -6,13 +6,13 @@ import asyncio
 
 import pytest
 
-from bench import reliability_bodies as bodies
-from bench import reliability_cases as cases
-from bench import reliability_sidecar
-from bench.reliability_attack import attack
-from bench.reliability_availability import counter_deltas, sidecar_counters, slope_per_min
-from bench.reliability_hostile import serving
-from bench.reliability_meter import summarize, timed_get
+from bench.reliability import bodies
+from bench.reliability import cases
+from bench.reliability import sidecar as reliability_sidecar
+from bench.reliability.attack import attack
+from bench.reliability.availability import counter_deltas, sidecar_counters, slope_per_min
+from bench.reliability.hostile import serving
+from bench.reliability.meter import summarize, timed_get
 from emulation.raw_server import RawServer, canned
 from tests.sidecar.sidecar_process import SidecarProcess
 

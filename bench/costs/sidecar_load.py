@@ -1,7 +1,7 @@
 """drain-sidecar under load: /v1/work latency and throughput, engine reads per second, RSS; and what one
 retirement (the controller's protocol, sidecar/retirement.py) costs the engine.
 
-    .venv/bin/python bench/sidecar_bench.py [--seconds 5] [--clients 1,64] [--retirements 5] [--json out.json]
+    .venv/bin/python bench/costs/sidecar_load.py [--seconds 5] [--clients 1,64] [--retirements 5] [--json out.json]
 
 Starts the engine emulator (vLLM, its real ~47 KB idle exposition) and the sidecar on loopback,
 then runs one client pausing 250 ms between requests (how the controller reads), and for each
@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import aiohttp  # noqa: E402
 

@@ -1,6 +1,6 @@
 """The real `prestop` against every hostile input of the catalogue: crashes, false idles, overruns.
 
-    .venv/bin/python -m bench.reliability_hostile [--executables bundle,console] [--jobs 3] [--json out.json]
+    .venv/bin/python -m bench.reliability.hostile [--executables bundle,console] [--jobs 3] [--json out.json]
 
 Each case is one exec of the hook (the bundle dist/prestop and the console script .venv/bin/prestop)
 against a real listener on loopback: a scripted one serving the case's bytes, none at all, or the
@@ -35,9 +35,9 @@ from pathlib import Path
 from typing import IO, Callable, Iterator
 
 if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.reliability_cases import (  # noqa: E402
+from bench.reliability.cases import (  # noqa: E402
     DRAIN_ARGS,
     Canned,
     Emulated,
@@ -52,7 +52,7 @@ from bench.reliability_cases import (  # noqa: E402
 from emulation.raw_server import RawServer, Responder, canned  # noqa: E402
 from modeldrain.hook.events import MAX_LINE_BYTES  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BUNDLE = REPO / "dist" / "prestop"
 CONSOLE_SCRIPT = Path(sys.executable).parent / "prestop"
 
@@ -484,7 +484,7 @@ def summary(runs: list[HostileRun]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.reliability_hostile", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.reliability.hostile", description=__doc__.split("\n\n")[0])
     parser.add_argument("--executables", default="bundle,console",
                         help="comma-separated: bundle (dist/prestop, when built), console (.venv/bin/prestop)")
     parser.add_argument("--jobs", type=int, default=3, help="scripted cases run at once (default 3)")

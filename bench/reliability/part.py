@@ -2,13 +2,13 @@
 
     python -m bench.run --parts reliability [--quick]
 
-- hostile inputs against the real `prestop` (bench/reliability_hostile.py): crashes, false idles,
+- hostile inputs against the real `prestop` (bench/reliability/hostile.py): crashes, false idles,
   overruns (the worst lateness past the deadline), the longest log line;
 - the sidecar's answers to the same bodies, a FIFO token file, SIGTERM mid-parse
-  (bench/reliability_sidecar.py);
-- the differential fuzz tests with a stated number of examples (bench/reliability_fuzz.py);
+  (bench/reliability/sidecar.py);
+- the differential fuzz tests with a stated number of examples (bench/reliability/fuzz.py);
 - the sidecar's availability to the controller and kubelet's probes under floods and slowloris, and
-  its RSS over a soak (bench/reliability_availability.py).
+  its RSS over a soak (bench/reliability/availability.py).
 """
 
 from __future__ import annotations
@@ -17,7 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from bench import reliability_availability, reliability_fuzz, reliability_hostile, reliability_sidecar
+from bench.reliability import availability as reliability_availability
+from bench.reliability import fuzz as reliability_fuzz
+from bench.reliability import hostile as reliability_hostile
+from bench.reliability import sidecar as reliability_sidecar
 
 
 @dataclass(frozen=True)
@@ -45,18 +48,18 @@ def measure(executables: dict[str, Path], quick: bool, progress: Callable[[str],
 
     progress(f"reliability: hostile inputs, {', '.join(SHOWN_AS[n] for n in chosen)}")
     runs = reliability_hostile.measure(chosen, settings.jobs, progress)
-    hostile = {"command": f"python -m bench.reliability_hostile --executables {names} --jobs {settings.jobs}",
+    hostile = {"command": f"python -m bench.reliability.hostile --executables {names} --jobs {settings.jobs}",
                "executables": {n: SHOWN_AS[n] for n in chosen},
                "summary": reliability_hostile.summary(runs), "runs": [r.as_dict() for r in runs]}
 
     progress("reliability: the sidecar's answers to hostile input")
-    sidecar = dict(reliability_sidecar.measure(), command="python -m bench.reliability_sidecar")
+    sidecar = dict(reliability_sidecar.measure(), command="python -m bench.reliability.sidecar")
 
     progress(f"reliability: differential fuzzing, {settings.fuzz_examples} examples per property")
     fuzz = reliability_fuzz.measure(settings.fuzz_examples)
 
     progress(f"reliability: sidecar availability ({settings.scenario_s:g} s a scenario), soak {settings.soak_s:g} s")
     availability = reliability_availability.measure(settings.scenario_s, settings.soak_s, settings.sample_every_s)
-    availability["command"] = (f"python -m bench.reliability_availability --seconds {settings.scenario_s:g} "
+    availability["command"] = (f"python -m bench.reliability.availability --seconds {settings.scenario_s:g} "
                                f"--soak {settings.soak_s:g} --sample-every {settings.sample_every_s:g}")
     return {"quick": quick, "hostile": hostile, "sidecar": sidecar, "fuzz": fuzz, "availability": availability}

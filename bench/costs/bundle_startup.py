@@ -1,6 +1,6 @@
 """Start-up time and memory of prestop executables: the bundle against the console script.
 
-    .venv/bin/python bench/bundle_startup.py --runs 30 \
+    .venv/bin/python bench/costs/bundle_startup.py --runs 30 \
         bundle=dist/prestop console-script=.venv/bin/prestop
 
 For each executable (NAME=PATH):
@@ -28,8 +28,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-if __package__ in (None, ""):  # `python bench/bundle_startup.py`
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+if __package__ in (None, ""):  # `python bench/costs/bundle_startup.py`
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from modeldrain.hook.bundle import tree_bytes  # noqa: E402
 

@@ -16,7 +16,7 @@ import enum
 import signal
 from dataclasses import dataclass
 
-from bench import reliability_bodies as bodies
+from bench.reliability import bodies
 from modeldrain.hook.constants import READ_TIMEOUT_S
 from modeldrain.hook.exitcodes import ExitCode
 from modeldrain.hook.gauges import EngineKind, Role

@@ -1,6 +1,6 @@
 """Attackers of a drain-sidecar with no token: connections that hold slots, floods, slowloris.
 
-    .venv/bin/python -m bench.reliability_attack --port P --seconds S [--hold 64 --hold-every 2]
+    .venv/bin/python -m bench.reliability.attack --port P --seconds S [--hold 64 --hold-every 2]
         [--flood 200] [--slowloris 64] [--json tally.json]
 
 A process of its own, so that its work does not slow the clients it is measured against in
@@ -160,7 +160,7 @@ async def attack(port: int, seconds: float, *, hold_n: int, hold_every_s: float,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.reliability_attack", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.reliability.attack", description=__doc__.split("\n\n")[0])
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--seconds", type=float, required=True)
     parser.add_argument("--hold", type=int, default=0, help="keep-alive connections holding slots")

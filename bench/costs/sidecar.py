@@ -28,10 +28,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.process_costs import (GNU_TIME, ExecutableRuns, alternate, footprint, max_rss_kib, session_sum_kib,
+from bench.costs.process import (GNU_TIME, ExecutableRuns, alternate, footprint, max_rss_kib, session_sum_kib,
                                  tree_bytes, version_line)
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 POLL_S = 0.002
 SETTLE_S = 1.0  # after listening: the start-up's transient memory is past
 RUN_TIMEOUT_S = 30.0

@@ -1,6 +1,6 @@
 """The differential fuzz tests, run with a stated number of examples: examples run, violations, time.
 
-    .venv/bin/python -m bench.reliability_fuzz [--examples 1000] [--json out.json]
+    .venv/bin/python -m bench.reliability.fuzz [--examples 1000] [--json out.json]
 
 Runs the two property tests (tests/hook/test_exposition_differential.py: the reader against
 prometheus-client's parse of the whole body; tests/hook/test_fetch_differential.py: the fetch
@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TEST_FILES = ("tests/hook/test_exposition_differential.py", "tests/hook/test_fetch_differential.py")
 # Two workers: one per property test (they dominate the time), on the bench's two cores.
 WORKERS = 2
@@ -99,7 +99,7 @@ def measure(examples: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.reliability_fuzz", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.reliability.fuzz", description=__doc__.split("\n\n")[0])
     parser.add_argument("--examples", type=int, default=1000, help="generated inputs per property (default 1000)")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)

@@ -1,4 +1,4 @@
-"""The `reliability` part's figures (bench/reliability.py) as a section of bench/RESULTS.md.
+"""The `reliability` part's figures (bench/reliability/part.py) as a section of bench/RESULTS.md.
 
 Every table names the command that produced it; the headline table comes first, every run after.
 """
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from bench.reliability_cases import DEADLINE_S, EXIT_RESERVE_S, GRACE_S, ROUTE_WAIT_S
-from bench.reliability_hostile import OVERRUN_TOLERANCE_S
+from bench.reliability.cases import DEADLINE_S, EXIT_RESERVE_S, GRACE_S, ROUTE_WAIT_S
+from bench.reliability.hostile import OVERRUN_TOLERANCE_S
 from modeldrain.hook.events import MAX_LINE_BYTES
 
 _DASH = "–"
@@ -180,7 +180,7 @@ def _availability_lines(a: dict) -> list[str]:
     lines = ["### drain-sidecar availability under attack, and its memory over a soak", "",
              f"`{a['command']}`: the real sidecar (default `--max-connections` 64, a token file) reading a scripted "
              "engine that serves vLLM's real idle exposition. An attacker process with no token "
-             "(`bench/reliability_attack.py`) runs each scenario while the controller reads /v1/work with the token "
+             "(`bench/reliability/attack.py`) runs each scenario while the controller reads /v1/work with the token "
              f"every {a['controller_every_s']:g} s ({a['controller_timeout_s']:g} s timeout) and kubelet's probes "
              f"read /healthz and /readyz every {a['probe_every_s']:g} s ({a['probe_timeout_s']:g} s timeout, "
              "kubelet's default), each a fresh connection. Success: a 200 within the timeout; p50/p99 over every "

@@ -1,11 +1,11 @@
 """drain-sidecar's availability under attack, and its memory over a soak.
 
-    .venv/bin/python -m bench.reliability_availability [--seconds 12] [--soak 120] [--json out.json]
+    .venv/bin/python -m bench.reliability.availability [--seconds 12] [--soak 120] [--json out.json]
 
 The real sidecar (default --max-connections 64, a token file) reads a scripted engine listener
 that serves vLLM's real idle exposition (47 KB). For each scenario an attacker process
-(bench/reliability_attack.py, no token) runs while the clients that matter are timed
-(bench/reliability_meter.py): the controller's GET /v1/work with the token once a second, and
+(bench/reliability/attack.py, no token) runs while the clients that matter are timed
+(bench/reliability/meter.py): the controller's GET /v1/work with the token once a second, and
 kubelet's probes GET /healthz and GET /readyz every PROBE_EVERY_S (each a fresh connection, 1 s
 timeout as kubelet's default). Per scenario: each client's success rate and p50/p99 latency, the
 attacker's own tally, and the sidecar's own counters (connections evicted at the cap, connections
@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench import reliability_bodies as bodies  # noqa: E402
-from bench.reliability_meter import (  # noqa: E402
+from bench.reliability import bodies  # noqa: E402
+from bench.reliability.meter import (  # noqa: E402
     CONTROLLER_TIMEOUT_S,
     PROBE_TIMEOUT_S,
     PeriodicClient,
@@ -44,7 +44,7 @@ from bench.reliability_meter import (  # noqa: E402
 from emulation.raw_server import RawServer, canned  # noqa: E402
 from tests.sidecar.sidecar_process import SidecarProcess  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 IDLE_SCRAPE = REPO / "emulation" / "templates" / "vllm-0.32.0-cpu-metrics-idle.txt"
 
 CONTROLLER_EVERY_S = 1.0
@@ -65,7 +65,7 @@ class Attack:
     slowloris: int = 0
 
     def argv(self, port: int, seconds: float) -> list[str]:
-        return [sys.executable, "-m", "bench.reliability_attack", "--port", str(port), "--seconds", f"{seconds:g}",
+        return [sys.executable, "-m", "bench.reliability.attack", "--port", str(port), "--seconds", f"{seconds:g}",
                 "--hold", str(self.hold), "--hold-every", f"{HOLD_EVERY_S:g}", "--flood", f"{self.flood_per_s:g}",
                 "--slowloris", str(self.slowloris)]
 
@@ -239,7 +239,7 @@ def measure(seconds: float, soak_s: float, sample_every_s: float) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.reliability_availability",
+    parser = argparse.ArgumentParser(prog="python -m bench.reliability.availability",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=12.0, help="timed seconds per scenario (default 12)")
     parser.add_argument("--soak", type=float, default=120.0, help="seconds of the soak, every attacker at once "

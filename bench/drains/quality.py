@@ -27,13 +27,13 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from bench.deletion import MAX_RUNNING, ROUTE_LAG_RANGE_S, dead_port, hook_events, prestop_argv
+from bench.drains.deletion import MAX_RUNNING, ROUTE_LAG_RANGE_S, dead_port, hook_events, prestop_argv
 from emulation.engine_process import EngineProcess
 from emulation.kubelet import DeletionReport, delete_pod
 from emulation.load import MIXED_REQUESTS, SHORT_REQUESTS, Durations, LoadGenerator, LoadTally, UniformDurations
 from emulation.timeline import delete_tally
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BUNDLE = REPO / "dist" / "prestop"
 CONSOLE_SCRIPT = Path(sys.executable).parent / "prestop"
 

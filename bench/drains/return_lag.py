@@ -17,7 +17,7 @@ import enum
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.deletion import IDLE, RouterLoad, TailRequests, delete_under_load, engine, prestop_argv, seed_of
+from bench.drains.deletion import IDLE, RouterLoad, TailRequests, delete_under_load, engine, prestop_argv, seed_of
 from emulation.load import SHORT_REQUESTS
 
 FAMILY = "return lag"

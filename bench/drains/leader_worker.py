@@ -27,7 +27,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.deletion import (IDLE, Deletion, RouterLoad, TailRequests, dead_port, delete_under_load, engine,
+from bench.drains.deletion import (IDLE, Deletion, RouterLoad, TailRequests, dead_port, delete_under_load, engine,
                             hook_events, prestop_argv, seed_of)
 from emulation.kubelet import DeletionReport, delete_pod
 from emulation.load import SHORT_REQUESTS

@@ -1,10 +1,10 @@
 """drain-sidecar against hostile input: the hook's hostile bodies, a token file that is a FIFO,
 a visible engine whose --port is '²', and SIGTERM while a read parses a body of maximal cost.
 
-    .venv/bin/python -m bench.reliability_sidecar [--json out.json]
+    .venv/bin/python -m bench.reliability.sidecar [--json out.json]
 
 The real sidecar process (tests/sidecar/sidecar_process.py) reads a scripted listener on loopback;
-for each body of the hook's catalogue (bench/reliability_cases.py) the listener switches to it and
+for each body of the hook's catalogue (bench/reliability/cases.py) the listener switches to it and
 the controller's GET /v1/work (with the token) asks for a fresh read, while a /healthz goes out
 50 ms into that read. A correct sidecar answers 200 with a verdict that is never `idle` unless
 the engine is, and never 500; its probes answer meanwhile.
@@ -26,12 +26,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench import reliability_bodies as bodies  # noqa: E402
-from bench.reliability_cases import DRAINED, Canned, HostileCase, Stdio, Streamed, scripted_cases  # noqa: E402
-from bench.reliability_hostile import OVERRUN_TOLERANCE_S, TRACEBACK, responder  # noqa: E402
-from bench.reliability_meter import CONTROLLER_TIMEOUT_S, timed_get  # noqa: E402
+from bench.reliability import bodies  # noqa: E402
+from bench.reliability.cases import DRAINED, Canned, HostileCase, Stdio, Streamed, scripted_cases  # noqa: E402
+from bench.reliability.hostile import OVERRUN_TOLERANCE_S, TRACEBACK, responder  # noqa: E402
+from bench.reliability.meter import CONTROLLER_TIMEOUT_S, timed_get  # noqa: E402
 from emulation.raw_server import RawServer, canned  # noqa: E402
 from modeldrain.sidecar.constants import SHUTDOWN_TIMEOUT_S, TOKEN_FILE_WAIT_S  # noqa: E402
 from tests.sidecar.sidecar_process import SidecarProcess  # noqa: E402
@@ -108,7 +108,7 @@ def ask(sidecar: SidecarProcess, case: HostileCase, token: str) -> SidecarAnswer
 
 def _fake_engine_root(work: Path) -> tuple[subprocess.Popen, Path]:
     """A private /proc showing one real process whose command line is `vllm serve --port ²`."""
-    from bench.reliability_hostile import fake_engine
+    from bench.reliability.hostile import fake_engine
 
     root = work / "proc"
     root.mkdir()
@@ -280,7 +280,7 @@ def problems_of(result: dict) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.reliability_sidecar", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.reliability.sidecar", description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
     result = measure()

@@ -26,10 +26,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.process_costs import (GNU_TIME, ExecutableRuns, alternate, footprint, max_rss_kib, session_sum_kib,
+from bench.costs.process import (GNU_TIME, ExecutableRuns, alternate, footprint, max_rss_kib, session_sum_kib,
                                  version_line)
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 IDLE_FIXTURE = REPO / "emulation" / "templates" / "vllm-0.32.0-cpu-metrics-idle.txt"
 
 # Short poll spacing: the drain (two idle reads) ends ~0.2 s after the first read.

@@ -1,4 +1,4 @@
-"""RESULTS.md's "Drain every configuration" section: the four families of bench/drain_configurations.py.
+"""RESULTS.md's "Drain every configuration" section: the four families of bench/drains/configurations.py.
 
 Each table's rows are the cells as they ran (medians over repeats, with min–max); each verdict uses
 the paired rule of bench/tables.py, so a difference the spread could flip is a tie.
@@ -9,7 +9,10 @@ from __future__ import annotations
 import statistics
 from typing import Sequence
 
-from bench import leader_worker, return_lag, shutdown_timeout, split_roles
+from bench.drains import leader_worker
+from bench.drains import return_lag
+from bench.drains import shutdown_timeout
+from bench.drains import split_roles
 from bench.spread import Spread
 from bench.tables import DASH, Judged, count, killed, metric, seconds, table, verdict
 from modeldrain.hook.constants import BUSY_POLL_INTERVAL_S, IDLE_CONFIRM_GAP_S, SPLIT_ROLE_EXIT_RESERVE_S

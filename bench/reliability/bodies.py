@@ -11,7 +11,7 @@ from pathlib import Path
 
 from emulation.raw_server import http_response
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 # Bodies that once broke a reader, replayed by tests/hook/test_exposition_differential.py too.
 CORPUS = REPO / "tests" / "hook" / "corpus" / "exposition"
 

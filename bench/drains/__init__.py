@@ -1,0 +1,1 @@
+"""The drain parts: real deletions against the alternatives, and every drain configuration."""

@@ -1,0 +1,1 @@
+"""The reliability part: hostile inputs, differential fuzzing, availability under attack, soak."""
