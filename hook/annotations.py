@@ -12,7 +12,7 @@ import re
 
 from modeldrain.hook.files import SmallFileError, read_small_file
 
-# Mounted by the Pod snippet in README.md; absent outside a Pod.
+# Where deploy/'s manifests mount the downward-API annotations volume; absent outside a Pod.
 DEFAULT_ANNOTATIONS_FILE = "/etc/podinfo/annotations"
 
 # Kubernetes caps all of a Pod's annotations at 256 KiB; four times that is not an annotations file.

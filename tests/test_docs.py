@@ -43,3 +43,102 @@ def test_requirements_cite_modules_that_exist():
 def test_the_checks_see_a_citation(checker):
     sample = "`tests/hook/test_x.py::test_y`" if checker is TEST_CITATION else "`hook/x.py`"
     assert checker.findall(sample)
+
+
+# --- the log events ---------------------------------------------------------------------------
+
+EVENTS_PAGE = REPO / "docs" / "events.md"
+LOG_METHODS = {"emit", "warning", "error"}
+
+
+def _names_of(node: ast.expr) -> set[str]:
+    """The event names an argument can take: a literal, or either side of a conditional."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return {node.value}
+    if isinstance(node, ast.IfExp):
+        return _names_of(node.body) | _names_of(node.orelse)
+    return set()
+
+
+def _is_a_log(receiver: ast.expr) -> bool:
+    """`log.emit(…)`, `self._log.warning(…)`, `service.log.error(…)`: the receiver is the logger."""
+    name = receiver.attr if isinstance(receiver, ast.Attribute) else getattr(receiver, "id", "")
+    return name.lstrip("_") == "log"
+
+
+def events_in_code() -> dict[str, set[str]]:
+    """Every event the product writes, with the modules that write it (read from the source)."""
+    found: dict[str, set[str]] = {}
+    for path in sorted([*(REPO / "hook").glob("*.py"), *(REPO / "sidecar").glob("*.py")]):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names: set[str] = set()
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in LOG_METHODS and _is_a_log(node.func.value) and node.args):
+                names = _names_of(node.args[0])
+            elif isinstance(node, ast.Dict):  # a line printed as a dict: {"event": "installed", …}
+                names = {v.value for k, v in zip(node.keys, node.values)
+                         if isinstance(k, ast.Constant) and k.value == "event" and isinstance(v, ast.Constant)}
+            for name in names:
+                found.setdefault(name, set()).add(str(path.relative_to(REPO)))
+    return found
+
+
+def first_column(page: Path, heading: str) -> list[str]:
+    """The back-quoted first cells of the table whose header row starts with `| heading |`."""
+    cells, inside = [], False
+    for line in page.read_text().splitlines():
+        if line.startswith(f"| {heading} |"):
+            inside = True
+        elif inside and line.startswith("|") and not line.startswith("|---"):
+            cell = line.split("|")[1].strip()
+            cells.append(cell.strip("`"))
+        elif inside and not line.startswith("|"):
+            break
+    return cells
+
+
+def test_every_event_the_programs_write_is_documented_and_nothing_else():
+    in_code = events_in_code()
+    documented = first_column(EVENTS_PAGE, "event")
+    assert len(documented) == len(set(documented)), "an event is listed twice"
+    assert not set(in_code) - set(documented), \
+        f"events written but not in docs/events.md: { {e: in_code[e] for e in set(in_code) - set(documented)} }"
+    assert not set(documented) - set(in_code), f"docs/events.md lists events no code writes: {set(documented) - set(in_code)}"
+
+
+def test_the_event_reader_sees_literals_conditionals_and_printed_dicts():
+    in_code = events_in_code()
+    assert {"read_state", "progress", "installed", "handler_failed"} <= set(in_code)
+    assert "each member's URL once" not in in_code  # an argparse error is not a log line
+
+
+# --- the sidecar's metrics --------------------------------------------------------------------
+
+
+def test_the_metrics_table_is_what_the_sidecar_exports():
+    from prometheus_client import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from modeldrain.hook.events import EventLog
+    from modeldrain.sidecar.metrics import SidecarMetrics
+
+    metrics = SidecarMetrics()
+    metrics.watch_log(EventLog("drain-sidecar"))
+    families = list(text_string_to_metric_families(generate_latest(metrics.registry).decode()))
+    # The *_created series the sidecar turns off at start (sidecar/cli.py), seen here because this
+    # test leaves prometheus-client's global setting alone.
+    created = {f"{f.name}_created" for f in families if f.type in ("counter", "histogram")}
+    exported = {f.name + "_total" if f.type == "counter" else f.name for f in families
+                if not f.name.startswith("process_") and f.name not in created}
+    documented = first_column(REPO / "docs" / "sidecar-api.md", "metric")
+    assert sorted(documented) == sorted(exported)
+
+
+# --- the exit codes ---------------------------------------------------------------------------
+
+
+def test_the_exit_code_table_is_the_enum():
+    from modeldrain.hook.exitcodes import ExitCode
+
+    documented = [int(code) for code in first_column(REPO / "docs" / "prestop.md", "code")]
+    assert sorted(documented) == sorted(int(code) for code in ExitCode)
