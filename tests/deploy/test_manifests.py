@@ -1,8 +1,9 @@
 """deploy/: valid Kubernetes objects (the API's own schema), wired so that they start.
 
 What a static reading can prove is here: the schema, the hook's path and grace, the start-up
-guard, the token readable by the sidecar's user, names, ports, the NetworkPolicy. That every
-Pod really starts and drains is proven by running them (tests/containers/).
+guard, the token readable by the sidecar's user, names, ports; the NetworkPolicy's flows are
+test_network_flows.py's. That every Pod really starts and drains is proven by running them
+(tests/containers/).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import pytest
 from kubernetes_validate import utils as k8s_schema
 
 from modeldrain.hook import __version__
-from tests.deploy.manifests import (PRESTOP_IMAGE_REPO, SIDECAR_IMAGE_REPO, Document, PodTemplate, documents,
+from tests.deploy.manifests import (PRESTOP_IMAGE_REPO, SIDECAR_IMAGE_REPO, SIDECAR_PORT, Document, PodTemplate, documents,
                                     images_built_in_deploy, is_hook_install, is_sidecar_image, manifests,
                                     pod_templates, poststart_command, prestop_command, prestop_http)
 
@@ -21,7 +22,6 @@ TEMPLATES = pod_templates(DOCUMENTS)
 OLDEST, NEWEST = "1.25.0", k8s_schema.latest_version()
 # Native sidecars (an init container with restartPolicy: Always) exist from Kubernetes 1.29.
 NATIVE_SIDECAR_SINCE = "1.29.0"
-SIDECAR_PORT = 8490
 
 
 def by_id(items):
@@ -168,33 +168,6 @@ def test_ports_are_named_uniquely_and_the_sidecars_for_its_protocol(item: PodTem
             assert port is None or isinstance(port, int) or port in declared, (container["name"], probe, port)
         if is_sidecar_image(container["image"]):
             assert [p["name"] for p in container["ports"] if p["containerPort"] == SIDECAR_PORT] == ["http-drain"]
-
-
-def _admits_the_sidecar_port(rule: dict) -> bool:
-    if "ports" not in rule:
-        return True  # every port
-    for port in rule["ports"]:
-        number = port.get("port")
-        if number in ("http-drain", SIDECAR_PORT):
-            return True
-        if isinstance(number, int) and number <= SIDECAR_PORT <= port.get("endPort", number):
-            return True
-    return False
-
-
-def test_the_network_policy_admits_only_the_controllers_namespace_to_every_sidecar():
-    policies = [d.body for d in DOCUMENTS if d.kind == "NetworkPolicy"]
-    sidecar_pods = [t for t in TEMPLATES if any(is_sidecar_image(c["image"]) for c in t.containers())]
-    assert sidecar_pods
-    for template in sidecar_pods:
-        selecting = [p for p in policies
-                     if p["spec"]["podSelector"]["matchLabels"].items() <= template.labels.items()]
-        rules = [r for p in selecting for r in p["spec"]["ingress"] if _admits_the_sidecar_port(r)]
-        assert selecting, f"{template.source}: no NetworkPolicy selects it"
-        assert rules, f"{template.source}: nothing admits the controller"
-        for rule in rules:
-            (peer,) = rule["from"]
-            assert set(peer) == {"namespaceSelector"}, rule  # a namespace, no pods of this one
 
 
 def test_product_images_are_this_version():
