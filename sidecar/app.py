@@ -18,10 +18,11 @@ from modeldrain.hook.events import EventLog
 from modeldrain.sidecar import errors
 from modeldrain.sidecar.auth import TokenFile
 from modeldrain.sidecar.coalescer import Coalescer
-from modeldrain.hook.flags import MAX_SECONDS, parse_seconds
+from modeldrain.hook.constants import ADMITTED_GRACE_MAX_S, ADMITTED_GRACE_MIN_S
+from modeldrain.hook.flags import parse_seconds
 from modeldrain.sidecar.command import CommandWatch
-from modeldrain.sidecar.constants import MAX_DRAIN_WAITERS, MAX_REQUEST_BODY_BYTES, TOKEN_FILE_WAIT_S
-from modeldrain.sidecar.drain_job import DrainJobs
+from modeldrain.sidecar.constants import MAX_REQUEST_BODY_BYTES, TOKEN_FILE_WAIT_S
+from modeldrain.sidecar.drain_job import DrainJobs, DrainRefused
 from modeldrain.sidecar.envelope import Identity, work_envelope
 from modeldrain.sidecar.lifecycle import Lifecycle
 from modeldrain.sidecar.metrics import SidecarMetrics
@@ -38,8 +39,9 @@ READYZ = "/readyz"
 METRICS = "/metrics"
 ROUTES = (WORK, DRAIN, OPENAPI, HEALTHZ, READYZ, METRICS)
 # No bearer token here: kubelet's httpGet hook could only send one from the Pod spec, where anyone
-# who may read Pods reads it. The route only reads the engine (one shared drain), and its callers
-# are capped (MAX_DRAIN_WAITERS).
+# who may read Pods reads it. Every call drains for itself, from its own arrival (no call can
+# shorten, end or answer another), and callers are capped per address (docs/sidecar-api.md,
+# "Threat model").
 TOKENLESS = (DRAIN, LEGACY_DRAIN)
 API_PREFIX = "/v1/"
 OTHER_ROUTE = "other"  # the metrics label of every path we do not serve
@@ -141,20 +143,23 @@ async def work(request: web.Request) -> web.Response:
 
 
 async def drain(request: web.Request) -> web.Response:
-    """Run (or join) the drain kubelet's preStop httpGet waits on; answer when the hook would return."""
+    """Run this call's own drain, the one kubelet's preStop httpGet waits on; answer when the hook would return."""
     service = request.app[APP_SERVICE]
     text = request.query.get("grace")
+    bounds = f"{ADMITTED_GRACE_MIN_S:g} to {ADMITTED_GRACE_MAX_S:g} seconds (the operator admits no other grace)"
     if text is None:
-        raise ApiError(400, errors.BAD_REQUEST, "grace is required: /v1/drain?grace=<terminationGracePeriodSeconds>")
+        raise ApiError(400, errors.BAD_REQUEST,
+                       f"grace is required: /v1/drain?grace=<terminationGracePeriodSeconds>, {bounds}")
     try:
         grace_s = parse_seconds(text, what="grace", inclusive=False)
     except ValueError:
-        raise ApiError(400, errors.BAD_REQUEST,
-                       f"grace must be a number of seconds > 0 and <= {MAX_SECONDS:.0f}") from None
-    if service.drains.waiting >= MAX_DRAIN_WAITERS:
-        raise ApiError(429, errors.TOO_MANY_DRAIN_CALLS,
-                       f"{MAX_DRAIN_WAITERS} calls already wait on the drain", {"Retry-After": "1"})
-    return _json(await service.drains.drain(grace_s))
+        raise ApiError(400, errors.BAD_REQUEST, f"grace must be a number of seconds, {bounds}") from None
+    if not ADMITTED_GRACE_MIN_S <= grace_s <= ADMITTED_GRACE_MAX_S:
+        raise ApiError(400, errors.BAD_REQUEST, f"grace must be {bounds}")
+    try:
+        return _json(await service.drains.drain(grace_s, request.remote or "unknown"))
+    except DrainRefused as exc:
+        raise ApiError(429, errors.TOO_MANY_DRAIN_CALLS, exc.refusal.message, {"Retry-After": "1"}) from None
 
 
 async def openapi(request: web.Request) -> web.Response:

@@ -20,12 +20,14 @@ from prometheus_client import disable_created_metrics
 
 from modeldrain.hook import __version__
 from modeldrain.hook.events import EventLog
+from modeldrain.hook.outcome import Read
 from modeldrain.hook.exitcodes import ExitCode
 from modeldrain.sidecar import constants
 from modeldrain.sidecar.app import MALFORMED_ROUTE, REJECTED_ROUTE, Service, make_app
 from modeldrain.sidecar.auth import TokenFile
 from modeldrain.sidecar.coalescer import Coalescer
 from modeldrain.sidecar.command import CommandWatch
+from modeldrain.sidecar.drain_admission import DrainAdmission, drain_call_cap
 from modeldrain.sidecar.drain_job import DrainJobs
 from modeldrain.sidecar.config import SidecarConfig, build_parser, resolve_config
 from modeldrain.sidecar.envelope import Identity
@@ -49,6 +51,10 @@ async def serve(config: SidecarConfig, log: EventLog) -> int:
     coalescer: Coalescer[Sample] = Coalescer(sampler.sample, constants.MIN_READ_INTERVAL_S)
     lifecycle = Lifecycle(coalescer, log, linger_max_s=config.linger_max_s,
                           poll_interval_s=constants.LINGER_POLL_INTERVAL_S)
+
+    async def fresh_read() -> Read:
+        return (await coalescer.fresh()).read
+
     tokens = None
     if config.token_file:
         tokens = TokenFile(config.token_file, lambda message: log.warning("token_file_changed", message=message))
@@ -65,7 +71,7 @@ async def serve(config: SidecarConfig, log: EventLog) -> int:
         lifecycle=lifecycle,
         metrics=metrics,
         tokens=tokens,
-        drains=DrainJobs(config.read, log),
+        drains=DrainJobs(config.read, log, fresh_read, DrainAdmission(drain_call_cap(config.max_connections))),
         openapi_json=load_openapi(),
         command=CommandWatch(config.stated, config.proc_root,
                              rescan_interval_s=constants.COMMAND_RESCAN_INTERVAL_S),
@@ -82,8 +88,9 @@ async def serve(config: SidecarConfig, log: EventLog) -> int:
         max_field_size=constants.MAX_HEADER_FIELD_BYTES,
         max_headers=constants.MAX_HEADERS,
     )
+    # handler_cancellation: a drain call whose client went away stops, and gives its place back.
     runner = web.AppRunner(make_app(service), handle_signals=False, shutdown_timeout=constants.SHUTDOWN_TIMEOUT_S,
-                           **handler_kwargs)
+                           handler_cancellation=True, **handler_kwargs)
     await runner.setup()
     site = LimitedTCPSite(runner, host=config.listen_host, port=config.listen_port,
                           max_connections=config.max_connections, handler_kwargs=handler_kwargs,

@@ -71,10 +71,18 @@ KEEPALIVE_TIMEOUT_S = 10.0
 # the engine; a read still pending then is cut rather than holding the Pod's deletion.
 SHUTDOWN_TIMEOUT_S = 1.0
 
-# Calls waiting on GET /v1/drain at once. kubelet calls once per container hook (and may repeat),
-# so a few suffice; past this a call gets 429 at once, and a flood of drain calls (the route needs
-# no token) can hold no more of the connection slots than this.
-MAX_DRAIN_WAITERS = 8
+# GET /v1/drain needs no token (docs/sidecar-api.md, "Threat model"), so who may hold a drain call
+# is bounded per source address and in all. kubelet calls once per container whose preStop is the
+# httpGet (one in every manifest here), from its node's address, and may repeat a call (its
+# delivery is at-least-once): 4 per address leaves it room. A stranger past its address's share
+# gets 429 at once, and never takes the share of another address, kubelet's included.
+MAX_DRAIN_CALLS_PER_SOURCE = 4
+# Drain calls hold their connections while they wait, and a connection running a request is
+# never evicted at the cap (sidecar/site.py). So drain calls may hold at most this share of
+# --max-connections (48 of the default 64): the rest stay for the controller, the probes, and
+# the idle connections a newcomer evicts. With the defaults, turning kubelet's call away takes
+# 12 source addresses each holding 4 calls at once.
+DRAIN_SHARE_OF_CONNECTIONS = 0.75
 
 # A check of the token file (a stat, rarely a read of 4 KiB) takes microseconds; one that has
 # not answered in this long is a stuck volume, and /v1/* answers 503 rather than wait on it.

@@ -8,7 +8,9 @@
   (bench/reliability/sidecar.py);
 - the differential fuzz tests with a stated number of examples (bench/reliability/fuzz.py);
 - the sidecar's availability to the controller and kubelet's probes under floods and slowloris, and
-  its RSS over a soak (bench/reliability/availability.py).
+  its RSS over a soak (bench/reliability/availability.py);
+- abuse of GET /v1/drain (issue 15): strangers who pre-answer, shorten or flood kubelet's drain call
+  (bench/reliability/drain_route.py).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Callable
 
 from bench.reliability import availability as reliability_availability
+from bench.reliability import drain_route as reliability_drain_route
 from bench.reliability import fuzz as reliability_fuzz
 from bench.reliability import hostile as reliability_hostile
 from bench.reliability import sidecar as reliability_sidecar
@@ -62,4 +65,8 @@ def measure(executables: dict[str, Path], quick: bool, progress: Callable[[str],
     availability = reliability_availability.measure(settings.scenario_s, settings.soak_s, settings.sample_every_s)
     availability["command"] = (f"python -m bench.reliability.availability --seconds {settings.scenario_s:g} "
                                f"--soak {settings.soak_s:g} --sample-every {settings.sample_every_s:g}")
-    return {"quick": quick, "hostile": hostile, "sidecar": sidecar, "fuzz": fuzz, "availability": availability}
+
+    progress("reliability: drain-route abuse (pre-answering, shortening, flooding kubelet's call)")
+    drain_route = dict(reliability_drain_route.measure(), command="python -m bench.reliability.drain_route")
+    return {"quick": quick, "hostile": hostile, "sidecar": sidecar, "fuzz": fuzz, "availability": availability,
+            "drain_route": drain_route}

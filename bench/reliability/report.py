@@ -49,6 +49,8 @@ def section(rel: dict) -> list[str]:
     lines += _sidecar_lines(rel["sidecar"])
     lines += _fuzz_lines(rel["fuzz"])
     lines += _availability_lines(rel["availability"])
+    if "drain_route" in rel:  # results from before issue 15 have none
+        lines += _drain_route_lines(rel["drain_route"])
     return lines
 
 
@@ -78,6 +80,12 @@ def _headline(rel: dict) -> list[str]:
         ["fuzz examples run", f"{f['examples_run']:,} ({f['examples_per_property']:,} per property), "
          f"{f['violations']} violations, {f['seconds']:.0f} s", f"`{f['command']}`"],
     ]
+    if "drain_route" in rel:
+        d = rel["drain_route"]
+        outcomes = ", ".join(f"{c['kubelet_status']} {c['kubelet_outcome'] or _DASH}" for c in d["cases"])
+        rows.append(["drain-route abuse (pre-answering, shortening, flooding kubelet's call)",
+                     f"{len(d['cases'])} cases, {d['false_idles']} false idles, {d['problems']} with a problem; "
+                     f"kubelet's call: {outcomes}", f"`{d['command']}`"])
     if worst is not None:
         rows.append(["sidecar availability under flood, slowloris, slot holders",
                      f"lowest success rate {worst[0]:.1%} ({worst[1]}, {worst[2]})", f"`{a['command']}`"])
@@ -217,4 +225,22 @@ def _availability_lines(a: dict) -> list[str]:
                   f"Open descriptors {m['fds_start']} → max {m['fds_max']} → {m['fds_end']}.", ""]
     if a.get("traceback_in_log"):
         lines += ["**A traceback appeared in the sidecar's log.**", ""]
+    return lines
+
+
+def _drain_route_lines(d: dict) -> list[str]:
+    lines = ["### Abuse of GET /v1/drain (issue 15)", "",
+             f"`{d['command']}`: the real sidecar (no token: the route takes none) reading the engine emulator; "
+             "kubelet calls from 127.0.0.1, strangers from other loopback addresses, as a node and other Pods do. "
+             "*In flight* is the engine's own count right after kubelet's answer: an idle answer while it is above "
+             "0 is a false idle. A correct answer takes at least kubelet's own route wait and two idle reads, and a "
+             "deadline comes at its own G − 5.", ""]
+    rows = [[_cell(c["case"]), _cell(c["attack"]), str(c["kubelet_status"]), c["kubelet_outcome"] or _DASH,
+             f"{c['kubelet_seconds']:.2f}", _DASH if c["in_flight_at_answer"] is None else f"{c['in_flight_at_answer']:g}",
+             ", ".join(f"{k} × {v}" for k, v in c["strangers"].items()) or _DASH, _problems(c["problems"])]
+            for c in d["cases"]]
+    lines += _table(["case", "attack", "kubelet's status", "outcome", "seconds", "in flight", "strangers got",
+                     "problems"], rows, "llrlrrll")
+    lines += ["", f"False idles: {d['false_idles']}. A traceback in the sidecar's log: "
+              f"{'**yes**' if d['traceback_in_log'] else 'none'}.", ""]
     return lines

@@ -63,6 +63,11 @@ def _reliability_results() -> dict:
                              "rss_end_kib": 40500, "rss_slope_kib_per_min_second_half": 0.0, "fds_start": 10,
                              "fds_max": 12, "fds_end": 10, "series": []}),
                          "traceback_in_log": False},
+        "drain_route": {"command": "python -m bench.reliability.drain_route", "false_idles": 0, "problems": 0,
+                        "traceback_in_log": False, "cases": [
+                            {"case": "flood 1×8", "attack": "8 stranger calls", "kubelet_status": 200,
+                             "kubelet_outcome": "idle", "kubelet_seconds": 6.1, "in_flight_at_answer": 0,
+                             "strangers": {"200": 4, "429": 4}, "problems": []}]},
     }
 
 
@@ -82,6 +87,9 @@ def test_the_part_is_wired_into_the_bench_and_renders_its_section(tmp_path, monk
     assert "## Reliability under hostile input (issue 12)" in text
     assert "`python -m bench.reliability.hostile --executables console --jobs 3`" in text
     assert "| busy engine | 200 | busy (busy) |" in text
+    assert "### Abuse of GET /v1/drain (issue 15)" in text
+    assert "| flood 1×8 | 8 stranger calls | 200 | idle | 6.10 | 0 | 200 × 4, 429 × 4 | ok |" in text
+    assert "1 cases, 0 false idles, 0 with a problem; kubelet's call: 200 idle" in text
     assert json.loads(raw.read_text())["reliability"]["fuzz"]["examples_run"] == 6
     assert "- reliability:" in text  # its CPU line
 

@@ -72,3 +72,14 @@ def test_the_sidecars_bodies_are_the_hooks_bodies_only():
     names = {c.name for c in bodies_only}
     assert "chunk size not hex (zz)" in names and "series-twice.om.txt" in names
     assert not any("SIGTERM" in n or "stderr" in n for n in names)
+
+
+def test_a_drain_call_flood_from_one_address_leaves_kubelets_call_its_place(tmp_path):
+    from bench.reliability import drain_route
+    from emulation.engine_process import EngineProcess
+    (tmp_path / "proc").mkdir()
+    with EngineProcess("--kind", "vllm") as engine, \
+            SidecarProcess("--port", str(engine.port), "--engine", "vllm", "--proc-root", str(tmp_path / "proc")) as s:
+        case = drain_route.flood(s, engine, 1, 8)
+    assert case.kubelet_status == 200 and case.kubelet_outcome == "idle" and not case.problems
+    assert case.strangers == {"200": 4, "429": 4} and case.kubelet_seconds >= drain_route.LEAST_ANSWER_S - 0.3

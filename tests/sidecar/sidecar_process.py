@@ -113,8 +113,11 @@ class SidecarProcess:
         return self.process.wait(timeout=timeout_s)
 
     def request(self, method: str, path: str, headers: Mapping[str, str] | None = None,
-                timeout_s: float = 10.0) -> tuple[int, bytes, dict[str, str]]:
-        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout_s)
+                timeout_s: float = 10.0, source: str | None = None) -> tuple[int, bytes, dict[str, str]]:
+        """`source`: the loopback address to send from (all of 127/8 is this machine), as another
+        client in the cluster would have its own."""
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout_s,
+                                                source_address=(source, 0) if source else None)
         try:
             connection.request(method, path, headers=dict(headers or {}))
             response = connection.getresponse()
