@@ -343,6 +343,29 @@ def _rerun_lines(reruns: list[dict]) -> list[str]:
     return lines + [""]
 
 
+def _routerless_section(part: dict) -> list[str]:
+    before, now, scan = part["before"], part["now"], part["scan"]
+    lines = ["## A router-less scale-down of an idle replica (bench/drains/routerless.py)", "",
+             f"`{part['command']}`, {part['finished']}: the Pod (engine emulator on `::`, drain-sidecar) and a client "
+             "in two network namespaces on a link-local-only veth pair. The client sends "
+             f"{now[0]['requests_started']} requests over its keep-alive connections, then stops (the endpoint's removal); the controller runs `retirement.retire(router=False)` "
+             "and the engine is stopped at its decision (a request started and not answered by then is cut). Before: the same with a sidecar that cannot count connections "
+             "(no evidence, as without connection counting).", ""]
+    header = ["", "verdict (reason)", "endpoint removal to decision", "rounds", "requests cut",
+              "keep-alives closed by the engine"]
+    rows = [["before", f"{before['verdict']} ({before['reason']})", f"{before['decided_s']:.2f} s",
+             str(before["rounds"]), str(before["requests_cut"]), str(before["connections_closed_by_engine"])]]
+    rows += [[f"now, run {i}", f"{r['verdict']} ({r['reason']})", f"{r['decided_s']:.2f} s", str(r["rounds"]),
+              str(r["requests_cut"]), str(r["connections_closed_by_engine"])] for i, r in enumerate(now, 1)]
+    lines += _table(header, rows)
+    lines += ["", f"Now: deleted {part['now_median_decided_s']:.2f} s (median) after the endpoint's removal: the "
+              "engine's 5 s keep-alive timeout, then two connection-free reads and two idle reads in three rounds. "
+              f"The connection scan with {scan['connections']:,} loopback connections ({scan['sockets']:,} sockets) "
+              f"in the namespace: {scan['median_ms']} ms median, {scan['max_ms']} ms max over {scan['repeats']} "
+              "scans, off the event loop.", ""]
+    return lines
+
+
 def render(results: dict) -> str:
     meta = results["meta"]
     lines = [
@@ -364,6 +387,8 @@ def render(results: dict) -> str:
         lines += _drain_section(results)
     if "configurations" in results:
         lines += report_configurations.render(results["configurations"])
+    if "routerless" in results:
+        lines += _routerless_section(results["routerless"])
     lines += ["## Cost of every part", ""]
     if "prestop" in results:
         lines += _prestop_section(results["prestop"])

@@ -53,6 +53,11 @@ DEFAULT_MAX_RUNNING = 16
 # A request that names no duration runs this long.
 DEFAULT_REQUEST_DURATION_S = 1.0
 
+# vLLM's uvicorn closes an idle keep-alive connection this long after its last response
+# (VLLM_HTTP_TIMEOUT_KEEP_ALIVE, default 5; uvicorn's own default, which SGLang keeps, is 5 too).
+# aiohttp's default is 3630 s, which would hold a router-less retirement for an hour.
+HTTP_KEEP_ALIVE_TIMEOUT_S = 5.0
+
 # aiohttp's graceful close waits this long for handlers still running (hang, drip) at exit; the
 # engine has already decided their fate, so there is nothing to wait for.
 HANDLER_SHUTDOWN_GRACE_S = 0.5

@@ -54,7 +54,8 @@ async def serve(config: EngineConfig, tls: ssl.SSLContext | None) -> int:
     runtime = EngineRuntime(config)
     lifecycle = Lifecycle(runtime)
     runner = web.AppRunner(build_app(runtime, lifecycle), handle_signals=False, access_log=None,
-                           handler_cancellation=True, shutdown_timeout=constants.HANDLER_SHUTDOWN_GRACE_S)
+                           handler_cancellation=True, shutdown_timeout=constants.HANDLER_SHUTDOWN_GRACE_S,
+                           keepalive_timeout=constants.HTTP_KEEP_ALIVE_TIMEOUT_S)
     await runner.setup()
     assert runner.server is not None  # set by setup()
     listener = Listener(runner.server, config.host, config.port, tls)

@@ -7,6 +7,7 @@ process that closes its listener does; reopening binds the same port again.
 from __future__ import annotations
 
 import asyncio
+import socket
 import ssl
 from pathlib import Path
 from typing import Callable
@@ -16,6 +17,21 @@ def server_tls_context(cert: Path, key: Path) -> ssl.SSLContext:
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(cert, key)
     return context
+
+
+# vLLM --host :: (uvicorn) binds one socket that takes IPv6 and IPv4 (v4-mapped) alike; asyncio
+# would set IPV6_V6ONLY on it, and loopback IPv4 reads (the hook's, the sidecar's) would be refused.
+DUAL_STACK_HOST = "::"
+
+
+def _dual_stack(port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+    sock.bind(("::", port))
+    sock.listen(socket.SOMAXCONN)
+    sock.setblocking(False)
+    return sock
 
 
 class Listener:
@@ -38,8 +54,12 @@ class Listener:
 
     async def open(self) -> int:
         if self._server is None:
-            self._server = await asyncio.get_running_loop().create_server(
-                self._factory, self._host, self._port, ssl=self._tls, reuse_address=True)
+            loop = asyncio.get_running_loop()
+            if self._host == DUAL_STACK_HOST:
+                self._server = await loop.create_server(self._factory, sock=_dual_stack(self._port), ssl=self._tls)
+            else:
+                self._server = await loop.create_server(
+                    self._factory, self._host, self._port, ssl=self._tls, reuse_address=True)
             self._port = self._server.sockets[0].getsockname()[1]
         return self._port
 

@@ -27,6 +27,7 @@ from modeldrain.sidecar.app import MALFORMED_ROUTE, REJECTED_ROUTE, Service, mak
 from modeldrain.sidecar.auth import TokenFile
 from modeldrain.sidecar.coalescer import Coalescer
 from modeldrain.sidecar.command import CommandWatch
+from modeldrain.sidecar.connections import ConnectionWatch
 from modeldrain.sidecar.drain_admission import DrainAdmission, drain_call_cap
 from modeldrain.sidecar.drain_job import DrainJobs
 from modeldrain.sidecar.config import SidecarConfig, build_parser, resolve_config
@@ -47,7 +48,7 @@ def load_openapi() -> bytes:
 async def serve(config: SidecarConfig, log: EventLog) -> int:
     metrics = SidecarMetrics()
     metrics.watch_log(log)
-    sampler = EngineSampler(config.read, metrics, log)
+    sampler = EngineSampler(config.read, metrics, log, ConnectionWatch(config.proc_root, config.service_ports))
     coalescer: Coalescer[Sample] = Coalescer(sampler.sample, constants.MIN_READ_INTERVAL_S)
     lifecycle = Lifecycle(coalescer, log, linger_max_s=config.linger_max_s,
                           poll_interval_s=constants.LINGER_POLL_INTERVAL_S)
@@ -115,7 +116,7 @@ async def serve(config: SidecarConfig, log: EventLog) -> int:
                  pod=config.pod.name, namespace=config.pod.namespace, uid=config.pod.uid,
                  worker_index=config.member.worker_index,
                  group_size=config.member.group_size, auth="bearer" if tokens else "open",
-                 instance=identity.instance)
+                 instance=identity.instance, service_ports=list(config.service_ports))
         if config.ready_file:
             _write_ready_file(config.ready_file, addresses[0])
         reason = await lifecycle.wait()

@@ -16,7 +16,7 @@ from modeldrain.hook import __version__
 from modeldrain.hook.constants import LWS_GROUP_SIZE_ENV, LWS_WORKER_INDEX_ENV
 from modeldrain.hook.config import ReadConfig, add_target_flags, resolve_read_config
 from modeldrain.hook.engine import EngineHint
-from modeldrain.hook.flags import Parser, arg, parse_listen, seconds_arg, whole_number_arg
+from modeldrain.hook.flags import Parser, arg, parse_listen, parse_port, seconds_arg, whole_number_arg
 from modeldrain.sidecar import constants
 from modeldrain.sidecar.auth import TokenFileError, read_token
 from modeldrain.sidecar.member import Member, PodIdentity, resolve_member
@@ -47,7 +47,8 @@ class SidecarConfig:
     pod: PodIdentity
     member: Member
     stated: EngineHint  # what the sidecar's own --engine / --disaggregation-mode say (sidecar/command.py)
-    proc_root: str  # where the engine's argv is looked for
+    proc_root: str  # where the engine's argv, the socket tables and the Pod's addresses are read
+    service_ports: tuple[int, ...]  # where outside connections are counted (sidecar/connections.py)
     linger_max_s: float
     max_connections: int
     ready_file: str | None
@@ -87,6 +88,11 @@ def build_parser() -> Parser:
                         help=f"concurrent client connections; more get a 503 (default {constants.MAX_CONNECTIONS})")
     parser.add_argument("--ready-file", metavar="FILE",
                         help="once listening, write HOST:PORT here (for scripts and tests; port 0 resolved)")
+    parser.add_argument("--service-port", type=arg(lambda text: parse_port(text, what="--service-port")),
+                        action="append", metavar="PORT",
+                        help="count connections from outside the Pod on this port, the one the Service targets "
+                        "(repeatable; default: the engine's port). A Pod whose Service targets a routing proxy "
+                        "names the proxy's port")
     add_target_flags(parser)
     return parser
 
@@ -105,8 +111,10 @@ def resolve_config(args: argparse.Namespace, parser: argparse.ArgumentParser,
         except TokenFileError as exc:
             parser.error(f"--token-file: {exc}")
     host, port = args.listen
+    read = resolve_read_config(args)
+    engine_ports = [read.target.port] + ([read.fallback.port] if read.fallback else [])
     return SidecarConfig(
-        read=resolve_read_config(args),
+        read=read,
         listen_host=host,
         listen_port=port,
         token_file=args.token_file,
@@ -118,6 +126,7 @@ def resolve_config(args: argparse.Namespace, parser: argparse.ArgumentParser,
         member=member,
         stated=EngineHint(kind=args.engine, role=args.role, source="flag"),
         proc_root=args.proc_root,
+        service_ports=tuple(sorted(set(args.service_port or engine_ports))),
         linger_max_s=args.linger_max,
         max_connections=args.max_connections,
         ready_file=args.ready_file,

@@ -8,7 +8,7 @@ same outcome classes as the hook's log.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 from modeldrain.hook.events import utc_timestamp
 from modeldrain.hook.outcome import ReadFields, read_fields
@@ -71,6 +71,17 @@ class SampleFields(ReadFields):
     idle_run_since_seq: int | None
 
 
+class ConnectionFields(TypedDict):
+    ports: list[int]
+    established: int | None
+    recent_data: int | None
+    recent_window_s: float
+    free_since_seq: int | None
+    scanned_monotonic_s: float
+    duration_ms: float
+    detail: str
+
+
 class WorkEnvelope(TypedDict):
     schema: str
     sidecar: SidecarFields
@@ -78,12 +89,13 @@ class WorkEnvelope(TypedDict):
     member: MemberFields
     engine: EngineFields
     read: SampleFields
+    connections: NotRequired[ConnectionFields]
 
 
 def work_envelope(identity: Identity, sample: Sample, *, command: EngineCommand, terminating: bool) -> WorkEnvelope:
     read = sample.read
     incarnation = sample.incarnation
-    return {
+    envelope: WorkEnvelope = {
         "schema": SCHEMA_VERSION,
         "sidecar": {
             "instance": identity.instance,
@@ -119,3 +131,16 @@ def work_envelope(identity: Identity, sample: Sample, *, command: EngineCommand,
             **read_fields(read),
         },
     }
+    if sample.connections is not None:
+        count = sample.connections
+        envelope["connections"] = {
+            "ports": list(count.ports),
+            "established": count.established,
+            "recent_data": count.recent_data,
+            "recent_window_s": count.recent_window_s,
+            "free_since_seq": sample.connections_free_since_seq,
+            "scanned_monotonic_s": count.scanned_monotonic_s,
+            "duration_ms": count.duration_ms,
+            "detail": count.detail,
+        }
+    return envelope

@@ -49,6 +49,10 @@ REQUEST_TIMEOUT_S = 6.0
 # An answer is ~1.5 KB; anything much larger is not one.
 MAX_ANSWER_BYTES = 256 * 1024
 
+# Spec "Retirement protocol": the withdrawal budget. Without a router, a replica whose outside
+# connections have not been seen gone within this long of the first round ends as Aborted.
+WITHDRAWAL_BUDGET_S = 30.0
+
 _UNMEASURABLE = frozenset({"refused", "http_error", "tls_error"})
 _SPLIT_ROLES = frozenset({"prefill", "decode"})
 
@@ -86,6 +90,10 @@ class Reason(enum.Enum):
     SIZE_MISMATCH = "size_mismatch"
     COMMAND_UNKNOWN = "command_unknown"
     PREFILL_DECODE = "prefill_decode"
+    # Withdrawal without a router (router=False):
+    CONNECTED = "connected"
+    CONNECTIONS_UNKNOWN = "connections_unknown"
+    ONE_FREE_READ = "one_free_read"
 
 
 @dataclass(frozen=True)
@@ -148,6 +156,18 @@ class _View:
     in_flight: float | None
     role: str | None
     detail: str
+    connections: _Connections | None  # None: the sidecar does not count them (an older release)
+
+
+@dataclass(frozen=True)
+class _Connections:
+    """The answer's connections field: outside connections on the port the Service targets."""
+
+    established: int | None
+    recent_data: int | None
+    free_since_seq: int | None
+    scanned_monotonic_s: float
+    detail: str
 
 
 @dataclass(frozen=True)
@@ -165,6 +185,11 @@ class Retirement:
 
     members: Sequence[Member]
     budget_s: float  # hold no longer than this from the first round (at_s 0), then ABORT
+    # False: no router drops the replica, so its Service endpoint was removed just before the first
+    # round and withdrawal waits for its outside connections to be gone (docs/controller.md).
+    router: bool = True
+    _first_free: _IdleRead | None = None  # the speaker's first connection-free read
+    _withdrawn: _IdleRead | None = None  # the read that proved withdrawal
     _pinned: dict[str, PodRef] = field(default_factory=dict)  # url -> the Pod meant there
     _last: dict[str, _View] = field(default_factory=dict)  # url -> its previous valid answer
     _first_idle: _IdleRead | None = None
@@ -184,7 +209,13 @@ class Retirement:
             raise ValueError(f"rounds go forward in time: {at_s} after {self._last_at_s}")
         self._last_at_s = at_s
         decision = self._decide(answers)
-        if decision.verdict is Verdict.HOLD and at_s >= self.budget_s:
+        if decision.verdict is Verdict.HOLD and not self.router and self._withdrawn is None \
+                and at_s >= min(self.budget_s, WITHDRAWAL_BUDGET_S):
+            decision = Decision(Verdict.ABORT, decision.reason,
+                                f"not withdrawn within the withdrawal budget of {WITHDRAWAL_BUDGET_S:g} s, so the "
+                                f"retirement ends as Aborted and the replica keeps its capacity: {decision.message}",
+                                decision.speaker)
+        elif decision.verdict is Verdict.HOLD and at_s >= self.budget_s:
             decision = Decision(Verdict.ABORT, decision.reason,
                                 f"held past the budget of {self.budget_s:g} s, so the retirement ends as Aborted "
                                 f"and the replica keeps its capacity: {decision.message}", decision.speaker)
@@ -233,11 +264,52 @@ class Retirement:
         if terminating:
             return self._hold(Reason.TERMINATING, f"{terminating[0]} is already terminating: its Pod is being "
                               "deleted, and the drain window, not this protocol, decides when it goes", named)
+        if not self.router:
+            held_by = self._withdrawal(named, view)
+            if held_by is not None:
+                return held_by
         return self._two_reads(named, view)
 
-    def _hold(self, reason: Reason, message: str, speaker: str | None = None) -> Decision:
+    def _hold(self, reason: Reason, message: str, speaker: str | None = None, *,
+              keep_withdrawal: bool = False) -> Decision:
         self._first_idle = None  # anything but an idle read between the two holds the operation
+        if not keep_withdrawal:  # a restart, an unreadable answer, a connection: withdrawal starts again
+            self._first_free = self._withdrawn = None
         return Decision(Verdict.HOLD, reason, message, speaker)
+
+    def _withdrawal(self, url: str, view: _View) -> Decision | None:
+        """Without a router: no outside connection on two reads >= 1 s apart, and on every read after."""
+        c = view.connections
+        if c is None or c.established is None:
+            why = c.detail if c is not None else "the answer has no connections field (an older sidecar)"
+            return self._hold(Reason.CONNECTIONS_UNKNOWN, f"removing the Service endpoint does not prove its "
+                              f"connections have ended, and {url} cannot count them: {why}", url)
+        if c.established > 0:
+            return self._hold(Reason.CONNECTED, f"{c.established} connection(s) from outside the Pod are still "
+                              f"open to the port the Service targets ({c.detail})", url)
+        this = _IdleRead(url, view.instance, view.incarnation, view.seq, c.scanned_monotonic_s)
+        first = self._first_free
+        if first is None or (first.url, first.instance) != (url, view.instance):
+            self._first_free, self._withdrawn = this, None
+            return self._hold(Reason.ONE_FREE_READ, f"no outside connection on read {view.seq}; withdrawal needs "
+                              f"two such reads at least {MIN_IDLE_GAP_S:g} s apart", url, keep_withdrawal=True)
+        if c.free_since_seq is None or c.free_since_seq > first.seq:
+            self._first_free, self._withdrawn = this, None
+            return self._hold(Reason.INTERRUPTED, f"a read between reads {first.seq} and {view.seq} saw an outside "
+                              f"connection (a reconnect; the connection-free run began at read "
+                              f"{c.free_since_seq}); counting again from read {view.seq}", url, keep_withdrawal=True)
+        if self._withdrawn is not None:
+            return None  # withdrawn, and still no connection since: the two idle reads decide
+        if view.seq == first.seq:
+            return self._hold(Reason.SAME_READ, f"read {view.seq} again: an answer shared by concurrent callers "
+                              "is one read", url, keep_withdrawal=True)
+        gap_s = c.scanned_monotonic_s - first.started_monotonic_s
+        if gap_s < MIN_IDLE_GAP_S:
+            return self._hold(Reason.TOO_CLOSE, f"connection-free reads {first.seq} and {view.seq} started "
+                              f"{gap_s:.3f} s apart; they must start at least {MIN_IDLE_GAP_S:g} s apart", url,
+                              keep_withdrawal=True)
+        self._withdrawn = this  # this read may be the first of the two idle reads
+        return None
 
     def _identity(self, views: Mapping[str, _View]) -> tuple[Reason, str] | None:
         """Each answer comes from the Pod meant at its URL (spec: Pod IPs are reused)."""
@@ -300,13 +372,15 @@ class Retirement:
     def _two_reads(self, url: str, view: _View) -> Decision:
         """Spec: a member must read idle twice, on complete envelopes; a read that finds work holds."""
         if not view.idle:
+            # Work in flight with no client connected is no reason to withdraw again: keep the withdrawal.
             if view.outcome == "busy":
-                return self._hold(Reason.BUSY, f"a read that finds work holds the operation ({view.detail})", url)
+                return self._hold(Reason.BUSY, f"a read that finds work holds the operation ({view.detail})", url,
+                                  keep_withdrawal=True)
             if view.outcome in _UNMEASURABLE:
                 return self._hold(Reason.UNMEASURABLE, f"nothing answers the engine read ({view.outcome}: "
-                                  f"{view.detail})", url)
+                                  f"{view.detail})", url, keep_withdrawal=True)
             return self._hold(Reason.INCOMPLETE, f"a read not on a complete envelope holds the operation "
-                              f"({view.outcome}: {view.detail})", url)
+                              f"({view.outcome}: {view.detail})", url, keep_withdrawal=True)
         first = self._first_idle
         this = _IdleRead(url, view.instance, view.incarnation, view.seq, view.started_monotonic_s)
         if first is None or (first.url, first.instance, first.incarnation) != (url, view.instance, view.incarnation):
@@ -367,9 +441,21 @@ def _parse(answer: Answer) -> _View | str:
             in_flight=_opt(read["in_flight"], (int, float)),
             role=_opt(read["role"], str),
             detail=_req(read["detail"], str),
+            connections=_connections(body["connections"]) if "connections" in body else None,
         )
     except (KeyError, TypeError) as exc:
         return f"not a {SCHEMA} answer: {type(exc).__name__} {exc}"
+
+
+def _connections(field: Any) -> _Connections:
+    c = _req(field, dict)
+    return _Connections(
+        established=_opt(c["established"], int),
+        recent_data=_opt(c["recent_data"], int),
+        free_since_seq=_opt(c["free_since_seq"], int),
+        scanned_monotonic_s=float(_req(c["scanned_monotonic_s"], (int, float))),
+        detail=_req(c["detail"], str),
+    )
 
 
 def _req(value: Any, kind: type | tuple[type, ...]) -> Any:
@@ -433,10 +519,11 @@ def read_token(path: str) -> str:
 
 
 def retire(members: Sequence[Member], *, budget_s: float, token_file: str | None = None,
-           timeout_s: float = REQUEST_TIMEOUT_S, interval_s: float = ROUND_INTERVAL_S,
+           timeout_s: float = REQUEST_TIMEOUT_S, interval_s: float = ROUND_INTERVAL_S, router: bool = True,
            on_round: Callable[[float, Decision], None] | None = None) -> Decision:
-    """Read every member once a round until the decision is final; the token file is re-read each round."""
-    protocol = Retirement(members, budget_s)
+    """Read every member once a round until the decision is final; the token file is re-read each round.
+    router=False: the replica's Service endpoint has just been removed, and no router drops it."""
+    protocol = Retirement(members, budget_s, router)
     started_at = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(max_workers=len(members), thread_name_prefix="member") as pool:
         while True:

@@ -47,6 +47,10 @@ def build_parser() -> Parser:
     parser.add_argument("--timeout", type=seconds_arg("--timeout", inclusive=False),
                         default=retirement.REQUEST_TIMEOUT_S, metavar="SECONDS",
                         help=f"bound on one request (default {retirement.REQUEST_TIMEOUT_S:g})")
+    parser.add_argument("--no-router", dest="router", action="store_false",
+                        help="no router drops the replica: its Service endpoint has just been removed, and withdrawal "
+                        "waits for its outside connections to be gone (within "
+                        f"{retirement.WITHDRAWAL_BUDGET_S:g} s) before the two idle reads")
     parser.add_argument("--trace", action="store_true", help="write each round's decision to stderr")
     return parser
 
@@ -87,7 +91,7 @@ def main(argv: list[str]) -> int:
             print(json.dumps({"at_s": round(at_s, 3), **decision.as_dict()}), file=sys.stderr, flush=True)
 
     decision = retirement.retire(members, budget_s=args.budget, token_file=args.token_file,
-                                 timeout_s=args.timeout, on_round=trace)
+                                 timeout_s=args.timeout, router=args.router, on_round=trace)
     print(json.dumps({**decision.as_dict(), "rounds": rounds,
                       "elapsed_s": round(time.monotonic() - started_at, 3)}), flush=True)
     return ExitCode.OK if decision.verdict is retirement.Verdict.DELETE else ExitCode.BUSY

@@ -76,8 +76,8 @@ def events_in_code() -> dict[str, set[str]]:
                     and node.func.attr in LOG_METHODS and _is_a_log(node.func.value) and node.args):
                 names = _names_of(node.args[0])
             elif isinstance(node, ast.Dict):  # a line printed as a dict: {"event": "installed", …}
-                names = {v.value for k, v in zip(node.keys, node.values)
-                         if isinstance(k, ast.Constant) and k.value == "event" and isinstance(v, ast.Constant)}
+                names = {v.value for k, v in zip(node.keys, node.values) if isinstance(k, ast.Constant)
+                         and k.value == "event" and isinstance(v, ast.Constant) and isinstance(v.value, str)}
             for name in names:
                 found.setdefault(name, set()).add(str(path.relative_to(REPO)))
     return found

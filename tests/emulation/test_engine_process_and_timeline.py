@@ -67,3 +67,21 @@ def test_timeline_renders_hook_events_and_junk():
         next(x for x in lines if "SIGTERM" in x))
     tally = delete_tally(report)
     assert (tally.touched, tally.completed, tally.cut) == (2, 1, 1)
+
+
+def test_an_idle_keep_alive_is_closed_5_s_after_its_last_response_as_vllm_does():
+    # vLLM: VLLM_HTTP_TIMEOUT_KEEP_ALIVE=5 (ENGINES.md); a router-less retirement waits for exactly this.
+    import http.client
+    import socket as socket_module
+    from emulation.engine_process import EngineProcess
+    with EngineProcess("--kind", "vllm") as engine:
+        connection = http.client.HTTPConnection("127.0.0.1", engine.port, timeout=10)
+        connection.request("GET", "/health")
+        connection.getresponse().read()
+        answered_at = time.monotonic()
+        sock = connection.sock
+        sock.settimeout(10)
+        assert sock.recv(1, socket_module.MSG_PEEK) == b""  # the server's FIN
+        closed_after_s = time.monotonic() - answered_at
+        connection.close()
+    assert 4.5 <= closed_after_s <= 7.5, closed_after_s

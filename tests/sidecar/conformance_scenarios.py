@@ -22,6 +22,7 @@ from typing import Any, Callable
 from modeldrain.hook.gauges import EngineKind, Role, gauge_set
 from modeldrain.hook.outcome import Read, ReadOutcome
 from modeldrain.sidecar.command import CommandSource, EngineCommand
+from modeldrain.sidecar.connections import RECENT_DATA_WINDOW_S, ConnectionCount
 from modeldrain.sidecar.envelope import Identity, work_envelope
 from modeldrain.sidecar.idle_run import IdleRunTracker
 from modeldrain.sidecar.incarnation import Evidence, Incarnation
@@ -81,8 +82,10 @@ class Sidecar:
     seq: int = 0
     incarnation: Incarnation = Incarnation(0, None, None)
     terminating: bool = False
+    counts_connections: bool = False  # its answers carry `connections` (a sidecar of this release)
     _pending_restart: Evidence | None = None
     _idle_run: IdleRunTracker = field(default_factory=IdleRunTracker)
+    _free_run: IdleRunTracker = field(default_factory=IdleRunTracker)
     _last: dict | None = None
 
     def __post_init__(self) -> None:
@@ -94,7 +97,7 @@ class Sidecar:
         return Identity(instance=self.instance, version="0.1.0", started_at_unix=WALL_BASE - 3600.0, pod=self.pod,
                         member=Member(self.worker_index, self.group_size, "env", self.configuration))
 
-    def _sample(self, at_s: float, outcome: str, in_flight: int) -> Sample:
+    def _sample(self, at_s: float, outcome: str, in_flight: int, connected: int | None = 0) -> Sample:
         self.seq += 1
         if self._pending_restart is not None and outcome != "refused":
             self.incarnation = Incarnation(self.incarnation.value + 1, self._pending_restart, self.seq)
@@ -102,18 +105,23 @@ class Sidecar:
         started = round(MONO_BASE + at_s + LATENCY_S, 6)
         read = _read(outcome, started, self.kind, self.role, in_flight)
         since = self._idle_run.observe(self.seq, idle=read.outcome.is_idle, incarnation=self.incarnation.value)
-        return Sample(self.seq, WALL_BASE + at_s + LATENCY_S, read, self.incarnation, "http://127.0.0.1:8000/metrics", since)
+        count, free_since = None, None
+        if self.counts_connections:
+            count = _count(started, connected, busy=outcome == "busy")
+            free_since = self._free_run.observe(self.seq, idle=connected == 0, incarnation=0)
+        return Sample(self.seq, WALL_BASE + at_s + LATENCY_S, read, self.incarnation, "http://127.0.0.1:8000/metrics",
+                      since, count, free_since)
 
-    def answer(self, at_s: float, outcome: str = "idle", in_flight: int = 2) -> dict:
-        """A read the controller asked for, as it arrives."""
-        sample = self._sample(at_s, outcome, in_flight)
+    def answer(self, at_s: float, outcome: str = "idle", in_flight: int = 2, connected: int | None = 0) -> dict:
+        """A read the controller asked for, as it arrives; `connected`: outside connections (None: unknown)."""
+        sample = self._sample(at_s, outcome, in_flight, connected)
         body = work_envelope(self.identity(), sample, command=self.command, terminating=self.terminating)
         self._last = {"status": 200, "body": json.loads(json.dumps(body))}
         return self._last
 
-    def taken_by_another_caller(self, at_s: float, outcome: str = "busy") -> None:
+    def taken_by_another_caller(self, at_s: float, outcome: str = "busy", connected: int | None = 0) -> None:
         """A read a peer took: it moves seq and the idle run, and the controller never sees it."""
-        self._sample(at_s, outcome, 1)
+        self._sample(at_s, outcome, 1, connected)
 
     def again(self) -> dict:
         """The same read as the last answer: a concurrent caller's request shared it."""
@@ -128,6 +136,21 @@ class Sidecar:
         self.seq = 0
         self.incarnation = Incarnation(0, None, None)
         self._idle_run = IdleRunTracker()
+        self._free_run = IdleRunTracker()
+
+
+def _count(started: float, connected: int | None, busy: bool) -> ConnectionCount:
+    """What sidecar/connections.py says for `connected` outside connections to port 8000."""
+    if connected is None:
+        return ConnectionCount((8000,), None, None, RECENT_DATA_WINDOW_S, started, 4.0,
+                               "count unknown: /proc/net/tcp6 line 7 is not a socket: '   5: nonsense'")
+    if connected == 0:
+        return ConnectionCount((8000,), 0, 0, RECENT_DATA_WINDOW_S, started, 4.0,
+                               "no established connection from outside the Pod")
+    recent = connected if busy else 0  # a client sending requests; idle keep-alives otherwise
+    return ConnectionCount((8000,), connected, recent, RECENT_DATA_WINDOW_S, started, 4.0,
+                           f"{connected} established from outside the Pod, {recent} of them moved data in the last "
+                           f"{RECENT_DATA_WINDOW_S:g} s")
 
 
 def _instance(name: str, generation: int) -> str:
@@ -150,10 +173,14 @@ class Scenario:
     members: list[dict]
     rounds: list[dict]
     budget_s: float = 60.0
+    router: bool = True  # written only when false: the files before router-less withdrawal stay as they were
 
     def document(self) -> dict:
-        return {"format": FORMAT, "name": self.name, "description": self.description, "spec": self.spec,
-                "budget_s": self.budget_s, "members": self.members, "rounds": self.rounds}
+        head = {"format": FORMAT, "name": self.name, "description": self.description, "spec": self.spec,
+                "budget_s": self.budget_s}
+        if not self.router:
+            head["router"] = False
+        return {**head, "members": self.members, "rounds": self.rounds}
 
 
 def member(s: Sidecar, expect_pod: bool = True) -> dict:
@@ -182,6 +209,11 @@ SPEC_NAMED = ("Limitations: A replica whose answering member cannot be named is 
               "a size the replica does not have; and the reason names which.")
 SPEC_LEADER = ("Reading member work: a replica of one Pod answers through itself, and a leader-served replica of "
                "several answers through the member carrying rank 0.")
+SPEC_WITHDRAWAL = ("Retirement protocol: Without spec.router, withdrawal cannot observe established connections made "
+                   "directly through the role's Service. The withdrawal budget expires after 30 seconds and "
+                   "retirement ends as Aborted, retaining its Pods, Workload and capacity. Removing the Service "
+                   "endpoint does not prove those connections have ended. (docs/controller.md: the sidecar counts "
+                   "them, so withdrawal waits for none on two reads >= 1 s apart.)")
 SPEC_IDENTITY = ("docs/controller.md: Pod IPs are reused, so an answer counts only from the Pod the controller "
                  "meant (namespace, name and UID).")
 
@@ -204,9 +236,9 @@ def scenarios() -> list[Scenario]:
     out: list[Scenario] = []
 
     def add(name: str, description: str, spec: str, members: list[Sidecar], build: Callable[..., list[dict]],
-            budget_s: float = 60.0, expect_pods: bool = True) -> None:
+            budget_s: float = 60.0, expect_pods: bool = True, router: bool = True) -> None:
         docs = [member(s, expect_pods) for s in members]
-        out.append(Scenario(name, description, spec, docs, build(*members), budget_s))
+        out.append(Scenario(name, description, spec, docs, build(*members), budget_s, router))
 
     # --- the two-read rule ---
     add("single-pod-idle-twice", "A single-Pod replica reads idle twice, 1.1 s apart: it may be deleted.",
@@ -429,6 +461,90 @@ def scenarios() -> list[Scenario]:
         return [rnd(0.0, {U0: leader.answer(0.0), U1: worker.answer(0.0, "refused")}, "refuse", "prefill_decode")]
     add("leader-served-prefill-refused", "A leader-served SGLang prefill replica: refused.", SPEC_SPLIT,
         _group(2), worker_prefill)
+
+    # --- withdrawal without a router ---
+    def counting() -> Sidecar:
+        return _single(counts_connections=True)
+
+    def routerless(name: str, description: str, build: Callable[..., list[dict]], sidecar: Sidecar | None = None,
+                   budget_s: float = 60.0) -> None:
+        add(name, description, SPEC_WITHDRAWAL, [sidecar or counting()], build, budget_s, router=False)
+
+    routerless("no-router-idle-replica", "No router: the endpoint is removed, no outside connection on two reads "
+               "1.1 s apart (withdrawn), then the second of them and the next read are the two idle reads.",
+               lambda a: [rnd(0.0, {U0: a.answer(0.0)}, "hold", "one_free_read"),
+                          rnd(1.1, {U0: a.answer(1.1)}, "hold", "one_idle_read"),
+                          rnd(2.2, {U0: a.answer(2.2)}, "delete", "idle_twice")])
+    routerless("no-router-keep-alives-close", "Two idle keep-alive connections stay open until the engine closes "
+               "them (vLLM: 5 s after their last response); withdrawal follows.",
+               lambda a: [rnd(at_s, {U0: a.answer(at_s, connected=2)}, "hold", "connected")
+                          for at_s in (0.0, 1.1, 2.2, 3.3)] + [
+                   rnd(4.4, {U0: a.answer(4.4, connected=1)}, "hold", "connected"),
+                   rnd(5.5, {U0: a.answer(5.5)}, "hold", "one_free_read"),
+                   rnd(6.6, {U0: a.answer(6.6)}, "hold", "one_idle_read"),
+                   rnd(7.7, {U0: a.answer(7.7)}, "delete", "idle_twice")])
+    routerless("no-router-reconnect-between-reads", "A client reconnects between the two connection-free reads "
+               "(its endpoint cache was stale): the count starts again.",
+               lambda a: [rnd(0.0, {U0: a.answer(0.0)}, "hold", "one_free_read"),
+                          rnd(1.1, {U0: a.answer(1.1, connected=1)}, "hold", "connected"),
+                          rnd(2.2, {U0: a.answer(2.2)}, "hold", "one_free_read"),
+                          rnd(3.3, {U0: a.answer(3.3)}, "hold", "one_idle_read"),
+                          rnd(4.4, {U0: a.answer(4.4)}, "delete", "idle_twice")])
+
+    def reconnect_seen_by_another(a: Sidecar) -> list[dict]:
+        first = a.answer(0.0)
+        a.taken_by_another_caller(0.5, "idle", connected=1)
+        return [rnd(0.0, {U0: first}, "hold", "one_free_read"),
+                rnd(1.1, {U0: a.answer(1.1)}, "hold", "interrupted"),
+                rnd(2.2, {U0: a.answer(2.2)}, "hold", "one_idle_read"),
+                rnd(3.3, {U0: a.answer(3.3)}, "delete", "idle_twice")]
+    routerless("no-router-reconnect-seen-by-another-caller", "A read another caller took between the two saw a "
+               "connection (connections.free_since_seq shows it): the count starts again.", reconnect_seen_by_another)
+    routerless("no-router-reconnect-after-withdrawal", "A connection after withdrawal was seen, before the "
+               "deletion: withdrawal and the idle reads start again.",
+               lambda a: [rnd(0.0, {U0: a.answer(0.0)}, "hold", "one_free_read"),
+                          rnd(1.1, {U0: a.answer(1.1)}, "hold", "one_idle_read"),
+                          rnd(2.2, {U0: a.answer(2.2, connected=1)}, "hold", "connected"),
+                          rnd(3.3, {U0: a.answer(3.3)}, "hold", "one_free_read"),
+                          rnd(4.4, {U0: a.answer(4.4)}, "hold", "one_idle_read"),
+                          rnd(5.5, {U0: a.answer(5.5)}, "delete", "idle_twice")])
+    routerless("no-router-free-reads-too-close", "Two connection-free reads 0.4 s apart do not withdraw; a third "
+               "1.1 s after the first does.",
+               lambda a: [rnd(0.0, {U0: a.answer(0.0)}, "hold", "one_free_read"),
+                          rnd(0.4, {U0: a.answer(0.4)}, "hold", "too_close"),
+                          rnd(1.1, {U0: a.answer(1.1)}, "hold", "one_idle_read"),
+                          rnd(2.2, {U0: a.answer(2.2)}, "delete", "idle_twice")])
+    routerless("no-router-same-read", "The same connection-free read twice (a shared answer) counts once.",
+               lambda a: [rnd(0.0, {U0: a.answer(0.0)}, "hold", "one_free_read"),
+                          rnd(1.1, {U0: a.again()}, "hold", "same_read"),
+                          rnd(2.2, {U0: a.answer(2.2)}, "hold", "one_idle_read"),
+                          rnd(3.3, {U0: a.answer(3.3)}, "delete", "idle_twice")])
+    routerless("no-router-requests-keep-coming-aborts", "A client that keeps sending requests keeps its "
+               "connection open: withdrawal is never seen, and at the 30 s withdrawal budget the retirement ends "
+               "as Aborted.",
+               lambda a: [rnd(at_s, {U0: a.answer(at_s, "busy", 1, connected=1)},
+                              "abort" if at_s >= 30.0 else "hold", "connected")
+                          for at_s in (0.0, 1.1, 10.0, 20.0, 29.9, 30.0)])
+    routerless("no-router-busy-after-withdrawal", "Withdrawn while a request still runs (its client gone): the "
+               "withdrawal budget is spent only until withdrawal, and the two idle reads follow under the "
+               "caller's budget.",
+               lambda a: [rnd(0.0, {U0: a.answer(0.0, "busy", 1)}, "hold", "one_free_read"),
+                          rnd(1.1, {U0: a.answer(1.1, "busy", 1)}, "hold", "busy"),
+                          rnd(31.0, {U0: a.answer(31.0, "busy", 1)}, "hold", "busy"),
+                          rnd(32.1, {U0: a.answer(32.1)}, "hold", "one_idle_read"),
+                          rnd(33.2, {U0: a.answer(33.2)}, "delete", "idle_twice")])
+    routerless("no-router-connections-unknown", "A socket table the sidecar cannot read makes the count "
+               "unknown, never zero: held, and aborted at the withdrawal budget.",
+               lambda a: [rnd(0.0, {U0: a.answer(0.0, connected=None)}, "hold", "connections_unknown"),
+                          rnd(1.1, {U0: a.answer(1.1, connected=None)}, "hold", "connections_unknown"),
+                          rnd(2.2, {U0: a.answer(2.2)}, "hold", "one_free_read"),
+                          rnd(3.3, {U0: a.answer(3.3, connected=None)}, "hold", "connections_unknown"),
+                          rnd(30.0, {U0: a.answer(30.0, connected=None)}, "abort", "connections_unknown")])
+    routerless("no-router-older-sidecar", "An answer without the connections field (a sidecar that does not "
+               "count them) proves nothing about withdrawal: held, then Aborted at 30 s, as without this protocol.",
+               lambda a: [rnd(0.0, {U0: a.answer(0.0)}, "hold", "connections_unknown"),
+                          rnd(1.1, {U0: a.answer(1.1)}, "hold", "connections_unknown"),
+                          rnd(30.0, {U0: a.answer(30.0)}, "abort", "connections_unknown")], sidecar=_single())
     return out
 
 

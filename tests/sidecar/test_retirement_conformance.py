@@ -20,7 +20,7 @@ def replay(document) -> list[retirement.Decision]:
     """What conformance/retirement/README.md asks of any implementation, in Python."""
     members = [retirement.Member(m["url"], retirement.PodRef(**m["pod"]) if m["pod"] else None)
                for m in document["members"]]
-    protocol = retirement.Retirement(members, document["budget_s"])
+    protocol = retirement.Retirement(members, document["budget_s"], router=document.get("router", True))
     decisions = []
     for round_ in document["rounds"]:
         answers = {url: retirement.Answer(status=a.get("status"), body=a.get("body"), error=a.get("error"))

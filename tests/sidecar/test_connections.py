@@ -1,0 +1,230 @@
+"""The outside-connection count: socket tables, the Pod's own addresses, inet_diag's data ages, and
+what a table that cannot be trusted gives (unknown, never zero). Real sockets on this machine for
+the kernel's side; written tables for what the kernel never writes."""
+
+import ipaddress
+import os
+import resource
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+import pytest
+
+from modeldrain.sidecar import socket_table
+from modeldrain.sidecar.connections import count_connections, outside, recent
+from modeldrain.sidecar.pod_addresses import own_networks
+from modeldrain.sidecar.sock_diag import DataAge, SockDiagError, data_ages
+from modeldrain.sidecar.socket_table import Connection, established
+from .contract import assert_work
+from .sidecar_process import SidecarProcess
+
+HEADER4 = ("  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode"
+           "                                                     \n")
+HEADER6 = ("  sl  local_address                         remote_address                        st tx_queue "
+           "rx_queue tr tm->when retrnsmt   uid  timeout inode\n")
+FIB = """Main:
+  +-- 0.0.0.0/0 3 0 5
+     +-- 127.0.0.0/8 2 0 2
+           |-- 127.0.0.1
+              /32 host LOCAL
+     |-- 10.4.0.7
+        /32 host LOCAL
+"""
+IF_INET6 = ("00000000000000000000000000000001 01 80 10 80       lo\n"
+            "fe800000000000000000000000000007 02 40 20 80     eth0\n")
+PORT = 8000
+
+
+def _hex(address: str) -> str:
+    raw = ipaddress.ip_address(address).packed
+    if sys.byteorder == "little":
+        raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+    return raw.hex().upper()
+
+
+def line(sl: int, local: str, local_port: int, remote: str, remote_port: int, state: str = "01",
+         inode: int = 1000) -> str:
+    """A line as the kernel writes it (net/ipv4/tcp_ipv4.c, net/ipv6/tcp_ipv6.c)."""
+    return (f"{sl:4d}: {_hex(local)}:{local_port:04X} {_hex(remote)}:{remote_port:04X} {state} "
+            f"00000000:00000000 00:00000000 00000000  1000        0 {inode} 1 0000000000000000 20 4 30 10 -1\n")
+
+
+def proc(tmp_path, tcp=HEADER4, tcp6=HEADER6, fib=FIB, if_inet6=IF_INET6):
+    net = tmp_path / "net"
+    net.mkdir()
+    for name, text in (("tcp", tcp), ("tcp6", tcp6), ("fib_trie", fib), ("if_inet6", if_inet6)):
+        if text is not None:
+            (net / name).write_text(text)
+    return str(tmp_path)
+
+
+def test_ipv4_ipv6_and_v4_mapped_peers_outside_the_pod_count(tmp_path):
+    root = proc(tmp_path, tcp=HEADER4 + "".join([
+        line(0, "10.4.0.7", PORT, "10.4.9.9", 40001, inode=1),  # a client: counts
+        line(1, "10.4.0.7", PORT, "127.0.0.1", 40002, inode=2),  # loopback: the hook
+        line(2, "10.4.0.7", PORT, "10.4.0.7", 40003, inode=3),  # the Pod's own address: in-Pod proxy
+        line(3, "10.4.0.7", 9000, "10.4.9.9", 40004, inode=4),  # another port
+        line(4, "0.0.0.0", PORT, "0.0.0.0", 0, state="0A", inode=5),  # the listener
+        line(5, "10.4.0.7", PORT, "10.4.9.9", 40005, state="06", inode=6),  # TIME_WAIT: not established
+    ]), tcp6=HEADER6 + "".join([
+        line(0, "::ffff:10.4.0.7", PORT, "::ffff:10.4.9.8", 50001, inode=7),  # v4-mapped client: counts
+        line(1, "fe80::7", PORT, "fe80::99", 50002, inode=8),  # a link-local client: counts
+        line(2, "fe80::7", PORT, "fe80::7", 50003, inode=9),  # own link-local
+        line(3, "::1", PORT, "::1", 50004, inode=10),
+        line(4, "::ffff:127.0.0.1", PORT, "::ffff:127.0.0.1", 50005, inode=11),
+    ]))
+    found = outside(established(root, [PORT]), own_networks(root))
+    assert sorted(c.inode for c in found) == [1, 7, 8]
+    assert {str(c.remote) for c in found} == {"10.4.9.9", "10.4.9.8", "fe80::99"}
+    count = count_connections(root, [PORT], ages=lambda: {1: DataAge(100, 100), 7: DataAge(9000, 500),
+                                                          8: DataAge(60_000, 60_000)})
+    assert (count.established, count.recent_data) == (3, 2), count
+
+
+def test_a_node_address_peer_counts_like_any_client(tmp_path):
+    # Kubelet's probes come from the node's address, and so does a client SNAT'd to the node: both count.
+    root = proc(tmp_path, tcp=HEADER4 + line(0, "10.4.0.7", PORT, "10.4.0.1", 41000, inode=1))
+    assert count_connections(root, [PORT], ages=dict).established == 1
+
+
+@pytest.mark.parametrize("why, files, reason", [
+    ("no /proc/net", None, "cannot read"),
+    ("a hostile line", {"tcp": HEADER4 + "   0: 0100007F:1F40 nonsense\n"}, "line 2 is not a socket"),
+    ("a line with a bad address", {"tcp": HEADER4 + line(0, "10.4.0.7", PORT, "10.4.9.9", 1).replace(
+        _hex("10.4.9.9"), "0A0409ZZ")}, "line 2 is not a socket"),
+    ("a truncated table", {"tcp": HEADER4 + line(0, "10.4.0.7", PORT, "10.4.9.9", 1)[:60]}, "cut off"),
+    ("an empty table", {"tcp": ""}, "cut off"),
+    ("no header", {"tcp": line(0, "10.4.0.7", PORT, "10.4.9.9", 1)}, "header"),
+    ("not ASCII", {"tcp": HEADER4 + "\u00e9\n"}, "not ASCII"),
+    ("no tcp table", {"tcp": None}, "cannot read"),
+    ("no fib_trie", {"fib": None}, "fib_trie"),
+    ("a fib_trie without loopback", {"fib": "Main:\n"}, "no local address"),
+    ("a hostile fib_trie line", {"fib": "     |-- 10.4.0.x\n        /32 host LOCAL\n"}, "not a local address"),
+    ("a hostile if_inet6 line", {"if_inet6": "zz\n"}, "not an address"),
+])
+def test_a_table_that_cannot_be_trusted_makes_the_count_unknown_never_zero(tmp_path, why, files, reason):
+    if files is None:
+        root = str(tmp_path)
+    else:
+        kwargs = {"tcp": HEADER4, "tcp6": HEADER6, **files}
+        root = proc(tmp_path, **kwargs)
+    count = count_connections(root, [PORT], ages=dict)
+    assert count.established is None and count.recent_data is None, why
+    assert count.detail.startswith("count unknown: ") and reason in count.detail, count.detail
+    assert "\n" not in count.detail
+
+
+def test_a_table_over_its_cap_is_unknown(tmp_path):
+    root = proc(tmp_path, tcp=HEADER4 + "".join(line(i, "10.4.0.7", PORT, "10.4.9.9", 1000 + i, inode=i)
+                                                  for i in range(100)), tcp6=HEADER6)
+    with pytest.raises(socket_table.SocketTableError, match="over 2000 bytes"):
+        established(root, [PORT], max_bytes=2000)
+    assert len(established(root, [PORT])) == 100
+
+
+def test_a_kernel_without_ipv6_has_no_tcp6_table(tmp_path):
+    root = proc(tmp_path, tcp=HEADER4 + line(0, "10.4.0.7", PORT, "10.4.9.9", 1), tcp6=None, if_inet6=None)
+    assert count_connections(root, [PORT], ages=dict).established == 1
+
+
+def test_recency_is_unknown_when_a_connection_is_missing_from_the_dump_or_the_dump_fails(tmp_path):
+    one = [Connection(ipaddress.ip_address("10.4.0.7"), PORT, ipaddress.ip_address("10.4.9.9"), 1, inode=5)]
+    assert recent(one, {}, 2.0) is None
+    assert recent(one, {5: DataAge(2500, 1999)}, 2.0) == 1
+    assert recent(one, {5: DataAge(2500, 2000)}, 2.0) == 0
+    root = proc(tmp_path, tcp=HEADER4 + line(0, "10.4.0.7", PORT, "10.4.9.9", 1), tcp6=HEADER6)
+
+    def fails():
+        raise SockDiagError("no NETLINK_SOCK_DIAG socket: Permission denied")
+    count = count_connections(root, [PORT], ages=fails)
+    assert (count.established, count.recent_data) == (1, None) and "Permission denied" in count.detail
+
+
+# --- this machine's kernel ---
+
+def _pair(listener):
+    client = socket.create_connection(listener.getsockname()[:2])
+    server, _ = listener.accept()
+    return client, server
+
+
+def test_the_kernel_tables_show_a_real_connection_and_loopback_is_excluded():
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        client, server = _pair(listener)
+        with client, server:
+            port = listener.getsockname()[1]
+            seen = established("/proc", [port])
+            assert [c.inode for c in seen] == [os.fstat(server.fileno()).st_ino]
+            count = count_connections("/proc", [port])
+            assert (count.established, count.recent_data) == (0, 0), count  # the peer is loopback
+
+
+def test_inet_diag_gives_when_data_last_moved():
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        client, server = _pair(listener)
+        with client, server:
+            client.sendall(b"GET")
+            server.recv(3)
+            time.sleep(1.2)
+            server.sendall(b"200")
+            client.recv(3)
+            age = data_ages()[os.fstat(server.fileno()).st_ino]
+            assert age.since_recv_ms >= 1000 and age.since_sent_ms < 500 and age.since_data_ms < 500, age
+
+
+def test_inet_diag_needs_no_privilege(tmp_path):
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv to run the dump as another user")
+    script = ("import os, socket; from modeldrain.sidecar.sock_diag import data_ages\n"
+              "l = socket.create_server(('127.0.0.1', 0)); c = socket.create_connection(l.getsockname())\n"
+              "s, _ = l.accept(); print(os.getuid(), os.fstat(s.fileno()).st_ino in data_ages())\n")
+    result = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c",
+                             script], capture_output=True, text=True, timeout=30, cwd=os.getcwd())
+    assert result.stdout.split() == ["65534", "True"], result.stderr
+
+
+SCALE_CONNECTIONS = 5000
+
+
+def test_a_scan_of_thousands_of_sockets_is_bounded():
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = 2 * SCALE_CONNECTIONS + 100
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        pytest.skip(f"needs {needed} file descriptors, the hard limit is {hard}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, needed), hard))
+    sockets = []
+    try:
+        with socket.create_server(("::1", 0), family=socket.AF_INET6, backlog=1024) as listener:
+            for _ in range(SCALE_CONNECTIONS):
+                sockets.extend(_pair(listener))
+            port = listener.getsockname()[1]
+            assert len(established("/proc", [port])) == SCALE_CONNECTIONS
+            durations = [count_connections("/proc", [port]).duration_ms for _ in range(3)]
+            # Timing is the behaviour here: the scan runs per read (bench/drains/routerless.py measures it).
+            assert statistics.median(durations) < 2000, durations
+    finally:
+        for s in sockets:
+            s.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+# --- in the answer ---
+
+def test_every_answer_carries_the_count_within_the_contract(vllm_engine, tmp_path):
+    with SidecarProcess("--port", str(vllm_engine.port), "--engine", "vllm") as s:
+        first = assert_work(s.work())["connections"]
+        second = assert_work(s.work())
+    # The sidecar's own read of the engine is loopback: nothing outside the Pod is connected. (This
+    # machine's /proc may also show another engine's --port, which the sidecar takes as a fallback.)
+    assert vllm_engine.port in first["ports"] and first["established"] == 0, first
+    assert second["connections"]["free_since_seq"] == first["free_since_seq"] <= second["read"]["seq"] - 1
+    with SidecarProcess("--port", str(vllm_engine.port), "--engine", "vllm", "--service-port", "9443",
+                        "--service-port", "8080", "--proc-root", str(tmp_path)) as s:
+        unknown = assert_work(s.work())["connections"]
+    assert unknown["ports"] == [8080, 9443]
+    assert unknown["established"] is None and unknown["free_since_seq"] is None
+    assert "cannot read" in unknown["detail"]
