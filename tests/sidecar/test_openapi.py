@@ -120,6 +120,9 @@ def test_a_busy_read_answers_within_the_contract(sidecar, vllm_engine):
 
 
 def test_refused_then_a_new_incarnation_answer_within_the_contract(sidecar, vllm_engine):
+    # The sidecar must have seen the first process answer: a restart before its first read is no
+    # restart it could see (the test raced the sidecar's first read and lost, alone, every time).
+    _until(sidecar, lambda b: b["read"]["outcome"] == "idle")
     vllm_engine.misbehave("restart", down_s=0.6)
     refused = _until(sidecar, lambda b: b["read"]["outcome"] == "refused")
     assert refused["read"]["verdict"] == "unmeasurable" and refused["read"]["http_status"] is None
