@@ -66,7 +66,7 @@ class Outcome:
 
 def requests(load: Load, route_lag_s: float, rng: random.Random) -> list[Request]:
     """The requests a delete touches: in flight at it (steady state), and sent until the route drops."""
-    out = []
+    out: list[Request] = []
     if load.rate_per_s == 0:
         return out
     t = -load.longest_s  # anything that arrived earlier has ended by the delete

@@ -43,6 +43,12 @@ class Load:
         total = sum(w for w, _, _ in self.durations.parts)
         return sum(w * (low + high) / 2 for w, low, high in self.durations.parts) / total
 
+    def durations_text(self) -> str:
+        if isinstance(self.durations, UniformDurations):
+            return f"{self.durations.low_s:g}–{self.durations.high_s:g}"
+        total = sum(w for w, _, _ in self.durations.parts)
+        return ", ".join(f"{w / total:.0%} {low:g}–{high:g}" for w, low, high in self.durations.parts)
+
     def describe(self) -> str:
         return f"{self.rate_per_s:g} req/s per replica, ~{self.rate_per_s * self.mean_s:.0f} in flight"
 
