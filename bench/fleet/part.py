@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from bench.fleet import calibration
 from bench.fleet import deletion as model
 from bench.fleet import real_roll
 from bench.fleet.loads import LOADS, LONG_SHARES, Load, mix, steady
@@ -145,7 +146,8 @@ def real_rolls(names: tuple[str, ...], prestop: Path, measured: Measured,
     return out
 
 
-def measure(measured: Measured, prestop: Path, quick: bool, progress: Callable[[str], None] | None = None) -> dict:
+def measure(results: dict, measured: Measured, prestop: Path, quick: bool,
+            progress: Callable[[str], None] | None = None) -> dict:
     sizes, seeds = SIZES[quick], SEEDS[quick]
     result = {
         "settings": {
@@ -163,5 +165,8 @@ def measure(measured: Measured, prestop: Path, quick: bool, progress: Callable[[
         **grid(sizes, seeds, measured, progress),
         "mix": mix_sweep(MIX_SIZE[quick], seeds, measured),
     }
+    deletions = calibration.measure_unmeasured(prestop, quick, progress)
+    result["deletions"] = deletions
+    result["calibration"] = calibration.compare(results, deletions, measured)
     result["real_roll"] = real_rolls(REAL_ROLL_STRATEGIES[quick], prestop, measured, progress)
     return result

@@ -108,7 +108,7 @@ def roll_for_real(strategy: Strategy, prestop: Path, seed: int, warmup_s: float,
 def simulate_same(real: RealRoll, strategy: Strategy, measured: Measured, seeds: int = SIM_SEEDS) -> dict:
     """The simulation of the same roll: its spread over seeds, and whether the real one is inside it."""
     load = matrix_load()
-    walls, helds = [], []
+    walls, helds, losts = [], [], []
     for seed in range(seeds):
         rng = random.Random(zlib.crc32(f"real-roll/{seed}".encode()))
         walls_rng = random.Random(rng.random())
@@ -116,8 +116,10 @@ def simulate_same(real: RealRoll, strategy: Strategy, measured: Measured, seeds:
                       lambda i: walls_rng.choice(real.startups_s))
         walls.append(totals.wall_s)
         helds.append(totals.held_idle_s)
-    wall, held = Spread.of(walls), Spread.of(helds)
-    return {"seeds": seeds, "wall_s": walls, "held_idle_s": helds,
+        losts.append(totals.cut + totals.failed)
+    wall, held, lost = Spread.of(walls), Spread.of(helds), Spread.of(losts)
+    return {"seeds": seeds, "wall_s": walls, "held_idle_s": helds, "lost": losts,
+            "lost_within": lost.low <= real.cut + real.failed <= lost.high,
             "startup_median_s": statistics.median(real.startups_s),
             "wall_within": wall.low <= real.wall_s <= wall.high,
             "held_idle_within": held.low <= real.held_idle_s <= held.high}

@@ -80,23 +80,49 @@ def _scale_down_table(section: dict, size: int) -> list[str]:
             *table(header, rows, "llrrrr"), ""]
 
 
+def _calibration_lines(section: dict) -> list[str]:
+    header = ["strategy", "load", "real", "engine exit, s: real", "model", "held idle, s: real", "model",
+              "cut + failed: real", "model", "inside"]
+    rows, outside = [], 0
+    for row in section["calibration"]:
+        misses = [k for k in ("exit_s", "held_idle_s", "lost") if not row[f"{k}_inside"]]
+        outside += bool(misses)
+        rows.append([row["strategy"], row["scenario"], str(row["real_n"]), Spread.of(row["real_exit_s"]).text(1),
+                     Spread.of(row["model_exit_s"]).text(1), Spread.of(row["real_held_idle_s"]).text(1),
+                     Spread.of(row["model_held_idle_s"]).text(1), _n(row["real_lost"]), _n(row["model_lost"]),
+                     "yes" if not misses else "**no: " + ", ".join(misses) + "**"])
+    ours = section["deletions"]
+    errors = sum(1 for c in ours if c.get("error"))
+    return ["**The deletion model against real deletions.** Every strategy's own setting deleted for real under "
+            "three of the bench's loads (idle; mixed ≤20 s; three requests of G–2G s among short ones): from "
+            "results.json's drain matrix and shutdown-timeout family where they hold the setting, and "
+            f"{len(ours)} deletions run by this part with the same harness where they do not"
+            f"{f' ({errors} failed to run)' if errors else ''}; the model under the same load over "
+            f"{len(section['calibration'][0]['model_exit_s']) if section['calibration'] else 0} seeds. *Inside*: "
+            "each real median within the model's range (seconds give or take the bench's 0.25 s grain). "
+            f"{outside} of {len(rows)} rows fall outside.", "",
+            *table(header, rows, "llrrrrrrrl"), ""]
+
+
 def _real_roll_lines(section: dict) -> list[str]:
     header = ["strategy", "rollout, s: real", "simulated", "inside", "held idle, s: real", "simulated", "inside",
-              "cut + failed (real)", "replacement start-up, s"]
+              "cut + failed: real", "simulated", "inside", "replacement start-up, s"]
     rows = []
     for entry in section["real_roll"]:
         real, sim = entry["real"], entry["simulated"]
         rows.append([real["strategy"], f"{real['wall_s']:.1f}", Spread.of(sim["wall_s"]).text(1),
                      "yes" if sim["wall_within"] else "**no**", f"{real['held_idle_s']:.1f}",
                      Spread.of(sim["held_idle_s"]).text(1), "yes" if sim["held_idle_within"] else "**no**",
-                     str(real["cut"] + real["failed"]), Spread.of(real["startups_s"]).text(2)])
+                     str(real["cut"] + real["failed"]), _n(sim["lost"]) if "lost" in sim else DASH,
+                     ("yes" if sim["lost_within"] else "**no**") if "lost" in sim else DASH,
+                     Spread.of(real["startups_s"]).text(2)])
     replicas = section["real_roll"][0]["real"]["replicas"] if section["real_roll"] else 0
     seeds = section["real_roll"][0]["simulated"]["seeds"] if section["real_roll"] else 0
     return [f"**Is the simulation honest?** {replicas} emulated vLLM replicas (real processes), each under the "
             "drain matrix's steady short load from its own router, rolled for real one at a time (maxSurge 0, "
             "maxUnavailable 1) by kubelet's emulation and a replacement loop (bench/fleet/real_roll.py); the "
             f"simulation of the same roll over {seeds} seeds, with the replacements' measured start-ups:", "",
-            *table(header, rows, "lrrlrrlrr"), ""]
+            *table(header, rows, "lrrlrrlrrlr"), ""]
 
 
 def render(section: dict) -> list[str]:
@@ -120,9 +146,9 @@ def render(section: dict) -> list[str]:
         f"{settings['seeds']} seeds, paired across strategies (the same requests and start-ups); "
         f"{settings['accelerators_per_replica']} accelerator per replica (multiply by yours). "
         f"Written by `python -m bench.run --parts fleet{' --quick' if settings['quick'] else ''}`.", "",
-        "Strategies (a strategy whose exact setting results.json holds no deletions of is a composition of "
-        "the measured behaviours: modelled, not measured):", "",
-        *table(["strategy", "G, s", "preStop", "--shutdown-timeout", "figures"], strategies, "lrlll"), "",
+        "Strategies, and where each one's own setting was deleted for real (the model is set against those "
+        "deletions below):", "",
+        *table(["strategy", "G, s", "preStop", "--shutdown-timeout", "real deletions"], strategies, "lrlll"), "",
         "Loads (stated assumptions of real serving, not measurements: a chat answer of a few hundred tokens, a "
         "long generation of a few thousand, at 30–100 tokens/s):", "",
         *table(["load", "durations, s", "arrivals"], loads, "lll"), "",
@@ -139,6 +165,7 @@ def render(section: dict) -> list[str]:
               f"Held accelerator-hours of one rollout of {settings['mix_size']} replicas (maxSurge 0, the "
               "4–6 min model load) against the share of long generations among short chat, ~8 requests in flight "
               "per replica; a hollow marker where the strategy cuts or fails requests at that mix.", ""]
+    lines += _calibration_lines(section) if "calibration" in section else []
     lines += _real_roll_lines(section)
     return lines
 
