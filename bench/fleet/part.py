@@ -146,21 +146,27 @@ def real_rolls(names: tuple[str, ...], prestop: Path, measured: Measured,
     return out
 
 
+def settings(quick: bool) -> dict:
+    """What the figures were computed with, for the report (and for anyone rereading results.json)."""
+    sizes, seeds = SIZES[quick], SEEDS[quick]
+    return {
+        "quick": quick, "sizes": list(sizes), "seeds": seeds, "mix_size": MIX_SIZE[quick],
+        "accelerators_per_replica": ACCELERATORS_PER_REPLICA, "scale_down_to": SCALE_DOWN_TO,
+        "loads": [{"name": load.name, "rate_per_s": load.rate_per_s, "describe": load.describe(),
+                   "durations": load.durations_text()} for load in LOADS],
+        "strategies": [{"name": s.name, "grace_s": s.grace_s, "hook": s.hook.value, "sleep_s": s.sleep_s,
+                        "shutdown_timeout_s": s.shutdown_timeout_s, "provenance": s.provenance}
+                       for s in STRATEGIES],
+        "rollouts": [{"name": r.name, "short": r.short, "startup": r.startup.name, "startup_range_s": list(r.startup.range_s)}
+                     for r in ROLLOUTS],
+    }
+
+
 def measure(results: dict, measured: Measured, prestop: Path, quick: bool,
             progress: Callable[[str], None] | None = None) -> dict:
     sizes, seeds = SIZES[quick], SEEDS[quick]
     result = {
-        "settings": {
-            "quick": quick, "sizes": list(sizes), "seeds": seeds, "mix_size": MIX_SIZE[quick],
-            "accelerators_per_replica": ACCELERATORS_PER_REPLICA, "scale_down_to": SCALE_DOWN_TO,
-            "loads": [{"name": load.name, "rate_per_s": load.rate_per_s, "describe": load.describe(),
-                       "durations": load.durations_text()} for load in LOADS],
-            "strategies": [{"name": s.name, "grace_s": s.grace_s, "hook": s.hook.value, "sleep_s": s.sleep_s,
-                            "shutdown_timeout_s": s.shutdown_timeout_s, "provenance": s.provenance}
-                           for s in STRATEGIES],
-            "rollouts": [{"name": r.name, "short": r.short, "startup": r.startup.name, "startup_range_s": list(r.startup.range_s)}
-                         for r in ROLLOUTS],
-        },
+        "settings": settings(quick),
         "measured": measured.as_dict(),
         **grid(sizes, seeds, measured, progress),
         "mix": mix_sweep(MIX_SIZE[quick], seeds, measured),

@@ -176,7 +176,7 @@ def plot(section: dict, path: Path = PLOT) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(9, 5.5), dpi=110)
+    fig, ax = plt.subplots(figsize=(12, 5.5), dpi=110)
     for strategy in section["settings"]["strategies"]:
         rows = sorted(_select(section["mix"], strategy=strategy["name"]), key=lambda r: r["long_share"])
         xs = [r["long_share"] for r in rows]
@@ -192,7 +192,7 @@ def plot(section: dict, path: Path = PLOT) -> Path:
     ax.set_ylabel("accelerator-hours held idle per rollout")
     ax.set_title(f"One rollout of {section['settings']['mix_size']} replicas (hollow: cuts or fails requests)")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
