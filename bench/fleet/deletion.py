@@ -3,7 +3,8 @@
 The rules are the ones the drain matrix measures on real processes (bench/drains/quality.py), and
 the timings that are not rules are drawn from its measurements (measured.py):
 
-- the router keeps sending Poisson arrivals for a lag after the delete (drawn from the matrix's range);
+- the router keeps sending Poisson arrivals for a lag after the delete (drawn from the matrix's range),
+  and gives up on a request at its timeout (the connection closes: cut, and the engine's work ends);
 - the preStop runs: none; `sleep S`; or prestop, which returns a measured moment after the later of
   its route wait and the last request's end, and at G − exit reserve at the latest;
 - SIGTERM. vLLM's default aborts every running request (cut) and exits after the measured abort
@@ -36,6 +37,14 @@ class Request:
 
     arrives_s: float
     ends_s: float
+    abandoned: bool = False  # the router gave up on it at ends_s (its request timeout): never completed
+
+
+def request(arrives_s: float, duration_s: float, timeout_s: float) -> Request:
+    """A request as the router sees it: it gives up (the connection closes) at its timeout."""
+    if duration_s > timeout_s:
+        return Request(arrives_s, arrives_s + timeout_s, abandoned=True)
+    return Request(arrives_s, arrives_s + duration_s)
 
 
 @dataclass(frozen=True)
@@ -74,9 +83,9 @@ def requests(load: Load, route_lag_s: float, rng: random.Random) -> list[Request
         t += rng.expovariate(load.rate_per_s)
         if t >= route_lag_s:
             return out
-        ends = t + load.durations.draw(rng)
-        if ends > 0:
-            out.append(Request(t, ends))
+        drawn = request(t, load.durations.draw(rng), load.request_timeout_s)
+        if drawn.ends_s > 0:
+            out.append(drawn)
 
 
 def hook_return_s(strategy: Strategy, touched: Sequence[Request], timings: Timings) -> float:
@@ -103,18 +112,21 @@ def delete(strategy: Strategy, touched: Sequence[Request], timings: Timings) -> 
     kill = kill_at_s(strategy, term)
     before = [r for r in touched if r.arrives_s < term]
     late = len(touched) - len(before)  # sent after SIGTERM: refused, or a 500 while draining
-    done = [r.ends_s for r in before if r.ends_s <= term]
-    running = [r.ends_s for r in before if r.ends_s > term]
-    cut = failed = 0
+    ended = [r for r in before if r.ends_s <= term]
+    done = [r.ends_s for r in ended if not r.abandoned]
+    cut = len(ended) - len(done)  # the router gave up on them
+    failed = 0
+    running = [r for r in before if r.ends_s > term]
     if strategy.shutdown_timeout_s is None:
         exited = term + timings.abort_exit_lag_s
-        cut = len(running)
+        cut += len(running)
     else:
         drain_until = term + strategy.shutdown_timeout_s
-        finish = [e for e in running if e <= min(drain_until, kill)]
-        done += finish
+        finish = [r for r in running if r.ends_s <= min(drain_until, kill)]
+        done += [r.ends_s for r in finish if not r.abandoned]
+        cut += sum(r.abandoned for r in finish)
         unfinished = len(running) - len(finish)
-        drain_end = max([term, *finish]) if unfinished == 0 else min(drain_until, kill)
+        drain_end = max([term, *(r.ends_s for r in finish)]) if unfinished == 0 else min(drain_until, kill)
         if drain_until < kill:
             failed += unfinished  # the drain's end answers them with a 500
         else:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from emulation.load import Durations, MixedDurations, UniformDurations
+from emulation.load import DEFAULT_REQUEST_TIMEOUT_S, Durations, MixedDurations, UniformDurations
 
 SHORT_CHAT_S = (1.0, 12.0)
 LONG_GENERATION_S = (20.0, 120.0)
@@ -24,6 +24,8 @@ class Load:
     name: str
     rate_per_s: float  # Poisson arrivals at one replica, until the router drops it
     durations: Durations
+    # The router's: the bench's router gives up after this long, as real ones do after a few minutes.
+    request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
 
     def __post_init__(self) -> None:
         if self.rate_per_s < 0:

@@ -123,3 +123,19 @@ def test_the_target_is_met_only_when_prestop_is_lower_in_every_seed() -> None:
     lossy = [Row("prestop", [10.0, 11.0], [1.0, 1.0], [2, 2], [0, 0]), Row("sleep G−5", [12.0, 13.0], [2.0, 2.0], *clean)]
     met, text = judge(lossy)
     assert not met and "prestop cuts 2" in text
+
+
+def test_the_router_gives_up_at_its_timeout_and_prestop_sees_the_engine_quiet() -> None:
+    # A 200 s request sent at -5 s is given up at 115 s (a 120 s router timeout): cut, and prestop
+    # returns after it instead of at G - 5 = 125.
+    given_up = model.request(-5.0, 200.0, 120.0)
+    assert (given_up.ends_s, given_up.abandoned) == (115.0, True)
+    out = model.delete(Strategy("prestop 130", 130.0, Hook.PRESTOP), [given_up], TIMINGS)
+    assert out.sigterm_at_s == pytest.approx(115.0 + 1.2)
+    assert (out.completed, out.cut) == (0, 1)
+    assert out.held_idle_s == pytest.approx(115.0 + 1.2 + 2.0)  # nothing completed: idle from the delete
+
+
+def test_a_drain_counts_a_request_given_up_meanwhile_as_cut() -> None:
+    out = model.delete(KSERVE, [model.request(-100.0, 150.0, 120.0)], TIMINGS)  # given up at 20 s, mid-drain
+    assert (out.completed, out.cut, out.failed, out.exited_at_s) == (0, 1, 0, 20.0 + 7.0)
