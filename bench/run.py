@@ -36,6 +36,7 @@ from bench.drains import configurations as drain_configurations  # noqa: E402
 from bench.drains import quality as drain_quality  # noqa: E402
 from bench.fleet import part as fleet_part  # noqa: E402
 from bench.fleet import report as fleet_report  # noqa: E402
+from bench.fleet.measured import MissingMeasurement  # noqa: E402
 from bench.fleet.measured import from_results as fleet_measured  # noqa: E402
 from bench.reliability import part as reliability  # noqa: E402
 from bench.machine import CpuMeter, describe  # noqa: E402
@@ -181,6 +182,11 @@ def main(argv: list[str] | None = None) -> int:
     partial = set(parts) != set(PARTS) and args.json.exists()
     if partial:
         results = json.loads(args.json.read_text())  # keep the parts not rerun now, and the first run's meta
+    if "fleet" in parts and not {"drain", "configurations"} <= set(parts):
+        try:  # the fleet draws from those parts' figures: say so now, not after the other parts ran
+            fleet_measured(results)
+        except MissingMeasurement as exc:
+            parser.error(f"--parts fleet: {exc}")
     started = time.monotonic()
     command = " ".join(["python -m bench.run", shlex.join(sys.argv[1:] if argv is None else argv)]).strip()
     this_run = describe(command)

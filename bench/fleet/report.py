@@ -116,13 +116,22 @@ def _real_roll_lines(section: dict) -> list[str]:
                      str(real["cut"] + real["failed"]), _n(sim["lost"]) if "lost" in sim else DASH,
                      ("yes" if sim["lost_within"] else "**no**") if "lost" in sim else DASH,
                      Spread.of(real["startups_s"]).text(2)])
+    exits = [f"{e['real']['strategy']} " + Spread.of([d["engine_exited_at_s"] for d in e["real"]["deletions"]]).text(2)
+             for e in section["real_roll"]]
+    loop_s = [e["real"]["wall_s"] - sum(d["engine_exited_at_s"] for d in e["real"]["deletions"])
+              - sum(e["real"]["startups_s"]) for e in section["real_roll"]]
     replicas = section["real_roll"][0]["real"]["replicas"] if section["real_roll"] else 0
     seeds = section["real_roll"][0]["simulated"]["seeds"] if section["real_roll"] else 0
     return [f"**Is the simulation honest?** {replicas} emulated vLLM replicas (real processes), each under the "
             "drain matrix's steady short load from its own router, rolled for real one at a time (maxSurge 0, "
             "maxUnavailable 1) by kubelet's emulation and a replacement loop (bench/fleet/real_roll.py); the "
             f"simulation of the same roll over {seeds} seeds, with the replacements' measured start-ups:", "",
-            *table(header, rows, "lrrlrrlrrlr"), ""]
+            *table(header, rows, "lrrlrrlrrlr"), "",
+            f"The real deletions' engine exits, s after each delete: {'; '.join(exits)}. The simulated range holds "
+            "only the spread of the pools (drawn in the drain parts' run) and of this roll's start-ups; a shared "
+            "machine that is busier during the roll than during the drain parts shows as real deletions at the "
+            "top of the model's range or past it. The loop's own time (wall time minus the exits and start-ups): "
+            f"{', '.join(f'{x:.2f} s' for x in loop_s)}.", ""]
 
 
 def render(section: dict) -> list[str]:

@@ -37,3 +37,13 @@ def test_the_same_seed_gives_the_same_figures(section: dict) -> None:
 def test_the_plot_is_a_png(section: dict, tmp_path: Path) -> None:
     path = plot(section, tmp_path / "mix.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_fleet_part_without_the_drain_figures_is_a_one_line_error(tmp_path: Path, capsys) -> None:
+    from bench import run
+
+    with pytest.raises(SystemExit) as exited:
+        run.main(["--parts", "fleet", "--json", str(tmp_path / "none.json"), "--out", str(tmp_path / "R.md")])
+    assert exited.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "--parts fleet" in error and "'drain'" in error and not (tmp_path / "R.md").exists()
