@@ -77,9 +77,11 @@ build/out/images/engine-emulator.tar: build/out/engine-emulator emulation/engine
 	build/images.sh engine-emulator $@
 
 # bench/RESULTS.md: drain quality against the alternatives, every drain configuration, and the
-# cost of every part (~25 min on 2 cores). Uses dist/prestop when it exists; BENCH_ARGS=--quick for
+# cost of every part, then the fleet simulation drawn from them (~25 min on 2 cores; matplotlib, the
+# plots' bench-only dependency, is installed first). Uses dist/prestop when it exists; BENCH_ARGS=--quick for
 # a fast check (~6 min).
 bench: venv
+	$(BIN)/python -m pip install -q -e '.[bench]'
 	$(BIN)/python -m bench.run $(BENCH_ARGS)
 
 clean:

@@ -9,6 +9,9 @@ Module map (bench/README.md has the longer one):
 - costs/: each executable's start-up, memory and size (prestop.py, sidecar.py, process.py,
   bundle_startup.py), a read's and a scrape's cost (reading.py, scrape.py), drain-sidecar under load
   (sidecar_load.py).
+- fleet/: a role's rollout and scale-down of 100 and 1,000 replicas per preStop strategy, simulated
+  (rollout.py) from a deletion model (deletion.py) drawn from the drain parts' measured timings
+  (measured.py), set against real deletions (calibration.py) and a real roll of six (real_roll.py).
 - reliability/: hostile inputs, differential fuzzing, availability under attack and a soak
   (part.py runs them; cases.py, bodies.py the inputs; report.py the tables).
 """

@@ -13,6 +13,7 @@ from typing import Callable
 
 from bench.reliability import report as reliability_report
 from bench.drains import report as report_configurations
+from bench.fleet import report as fleet_report
 from bench.drains.quality import SCENARIOS, Strategy
 from bench.spread import Spread
 from bench.tables import DASH as _DASH
@@ -389,6 +390,8 @@ def render(results: dict) -> str:
         lines += report_configurations.render(results["configurations"])
     if "routerless" in results:
         lines += _routerless_section(results["routerless"])
+    if "fleet" in results:
+        lines += fleet_report.render(results["fleet"])
     lines += ["## Cost of every part", ""]
     if "prestop" in results:
         lines += _prestop_section(results["prestop"])

@@ -1,11 +1,12 @@
 """`make bench`: every benchmark, then bench/RESULTS.md (and the raw numbers in bench/results.json).
 
     python -m bench.run [--quick] [--repeats N] [--jobs N]
-                        [--parts prestop,sidecar-start,reading,scrape,sidecar,reliability,drain,configurations]
+                        [--parts prestop,sidecar-start,reading,scrape,sidecar,reliability,drain,configurations,fleet]
 
 The cost parts run first, one thing at a time, while the machine is otherwise quiet; then the drain
 matrix, its cells concurrently; then the other drain configurations (bench/drains/configurations.py),
-theirs concurrently too. `--parts` reruns only those parts and keeps the others' last
+theirs concurrently too; then the fleet simulation, drawn from the drain parts' figures
+(bench/fleet/), and its real roll. `--parts` reruns only those parts and keeps the others' last
 results from the JSON file, so a part disturbed by other work on the machine can be rerun alone.
 Wiring only: the measuring is in the modules named after what they measure.
 """
@@ -33,12 +34,16 @@ from bench.costs import scrape as cost_scrape  # noqa: E402
 from bench.costs import sidecar as cost_sidecar  # noqa: E402
 from bench.drains import configurations as drain_configurations  # noqa: E402
 from bench.drains import quality as drain_quality  # noqa: E402
+from bench.fleet import part as fleet_part  # noqa: E402
+from bench.fleet import report as fleet_report  # noqa: E402
+from bench.fleet.measured import MissingMeasurement  # noqa: E402
+from bench.fleet.measured import from_results as fleet_measured  # noqa: E402
 from bench.reliability import part as reliability  # noqa: E402
 from bench.machine import CpuMeter, describe  # noqa: E402
 from bench.costs.process import version_line  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-PARTS = ("prestop", "sidecar-start", "reading", "scrape", "sidecar", "reliability", "drain", "configurations")
+PARTS = ("prestop", "sidecar-start", "reading", "scrape", "sidecar", "reliability", "drain", "configurations", "fleet")
 
 # Full run / --quick: enough runs for a median and a range, or just enough to see it work.
 PRESTOP_RUNS = (20, 5)
@@ -140,6 +145,13 @@ def run_drain(prestop: Path, shown_as: str, graces_s: tuple[float, ...], repeats
     }
 
 
+def run_fleet(results: dict, prestop: Path, quick: bool) -> dict:
+    """The fleet simulation from this run's (or the last run's) drain figures, its real roll, its plot."""
+    result = fleet_part.measure(results, fleet_measured(results), prestop, quick, progress=_log)
+    _log(f"fleet: plot written to {fleet_report.plot(result).relative_to(HERE.parent)}")
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true",
@@ -170,6 +182,11 @@ def main(argv: list[str] | None = None) -> int:
     partial = set(parts) != set(PARTS) and args.json.exists()
     if partial:
         results = json.loads(args.json.read_text())  # keep the parts not rerun now, and the first run's meta
+    if "fleet" in parts and not {"drain", "configurations"} <= set(parts):
+        try:  # the fleet draws from those parts' figures: say so now, not after the other parts ran
+            fleet_measured(results)
+        except MissingMeasurement as exc:
+            parser.error(f"--parts fleet: {exc}")
     started = time.monotonic()
     command = " ".join(["python -m bench.run", shlex.join(sys.argv[1:] if argv is None else argv)]).strip()
     this_run = describe(command)
@@ -187,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
             "drain": lambda: run_drain(prestop, shown_as, graces_s, repeats, drain_jobs),
             "configurations": lambda: run_configurations(prestop, shown_as, args.repeats, args.quick,
                                                          configuration_jobs),
+            "fleet": lambda: run_fleet(results, prestop, args.quick),
         }
         for part in PARTS:
             if part not in parts:

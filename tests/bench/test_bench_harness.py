@@ -56,7 +56,7 @@ def test_every_part_is_wired_and_rendered(tmp_path):
     from bench import run
 
     assert set(run.PARTS) == {"prestop", "sidecar-start", "reading", "scrape", "sidecar", "reliability", "drain",
-                              "configurations"}
+                              "configurations", "fleet"}
     out, raw = tmp_path / "RESULTS.md", tmp_path / "results.json"
     assert run.main(["--quick", "--parts", "scrape", "--out", str(out), "--json", str(raw)]) == 0
     text = out.read_text()

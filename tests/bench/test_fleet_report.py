@@ -1,0 +1,49 @@
+"""bench/fleet/report.py renders what bench/fleet/part.py computes: every size, load and strategy, and the plot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.fleet import part
+from bench.fleet.measured import Measured
+from bench.fleet.report import plot, render
+from bench.fleet.strategies import STRATEGIES
+
+MEASURED = Measured((2.0, 2.2), (7.0, 7.4), (1.0, 1.3), (0.5, 2.0), ("synthetic pools",))
+
+
+@pytest.fixture(scope="module")
+def section() -> dict:
+    settings = dict(part.settings(quick=True), sizes=[4], seeds=2, mix_size=4)
+    return {"settings": settings, "measured": MEASURED.as_dict(), **part.grid((4,), 2, MEASURED, None),
+            "mix": part.mix_sweep(4, 2, MEASURED), "deletions": [], "calibration": [], "real_roll": []}
+
+
+def test_every_strategy_has_a_row_per_load_and_the_target_is_judged(section: dict) -> None:
+    text = "\n".join(render(section)).split("### 4 replicas", 1)[1]  # the tables, not the strategies' list
+    assert "Scale-down of the 4 to 2" in text
+    for strategy in STRATEGIES:
+        assert text.count(f"| {strategy.name} |") == 2 * len(section["settings"]["loads"])  # rollout + scale-down
+    assert text.count("**target met") + text.count("**finding") == len(section["settings"]["loads"])
+
+
+def test_the_same_seed_gives_the_same_figures(section: dict) -> None:
+    again = part.grid((4,), 2, MEASURED, None)
+    assert again["rollouts"] == section["rollouts"]
+
+
+def test_the_plot_is_a_png(section: dict, tmp_path: Path) -> None:
+    path = plot(section, tmp_path / "mix.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_fleet_part_without_the_drain_figures_is_a_one_line_error(tmp_path: Path, capsys) -> None:
+    from bench import run
+
+    with pytest.raises(SystemExit) as exited:
+        run.main(["--parts", "fleet", "--json", str(tmp_path / "none.json"), "--out", str(tmp_path / "R.md")])
+    assert exited.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "--parts fleet" in error and "'drain'" in error and not (tmp_path / "R.md").exists()
