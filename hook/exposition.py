@@ -46,6 +46,7 @@ from modeldrain.hook.gauges import (
     Role,
     gauge_sets_of,
 )
+from modeldrain.hook.work_names import WorkNameError, WorkTypes, refuse_disguised, suspect_line_starts
 
 OPENMETRICS_CONTENT_TYPE = "application/openmetrics-text"
 
@@ -211,6 +212,11 @@ def _kept_lines(text: str, openmetrics: bool) -> list[str]:
             if line_end == -1:
                 break
             at = text.find(needle, line_end)
+    # A work gauge's name in disguise holds none of the substrings: its lines are kept too, for
+    # the parse to read and _parse_lines to refuse (hook/work_names.py).
+    starts.update(suspect_line_starts(text, CANDIDATE_SUBSTRINGS))
+    if len(starts) > MAX_CANDIDATE_LINES:
+        raise ExpositionError(f"over {MAX_CANDIDATE_LINES} lines name a work gauge")
     kept: list[str] = []
     end = len(text)
     eof = ""
@@ -249,9 +255,13 @@ def _reduce_gap(gap: str, openmetrics: bool, kept: list[str], gaps: int) -> int:
 
 
 def _bounded(lines: Iterable[str], deadline_at: float, openmetrics: bool) -> Iterator[str]:
-    """The parser's own lines, with the caps and the clock checked before each: its state is untouched."""
+    """The parser's own lines, with the caps and the clock checked before each, and a work gauge's
+    TYPE lines (one, `gauge`): the parser's state is untouched."""
     clock = time.monotonic
+    types = WorkTypes()
     for line in lines:
+        if "TYPE" in line:
+            types.check(line)
         if clock() > deadline_at:
             raise ParseTimeout("parsing did not finish in the time left")
         if len(line) > MAX_LINE_CHARS + 1:  # + its '\n'
@@ -265,13 +275,20 @@ def _bounded(lines: Iterable[str], deadline_at: float, openmetrics: bool) -> Ite
 def _parse_lines(lines: Iterable[str], openmetrics: bool, deadline_at: float) -> list[Sample]:
     parse_lines = _openmetrics_lines if openmetrics else _text_lines
     samples: list[Sample] = []
+    ordinary: set[str] = set()  # names already found not to be a work gauge's in disguise
     try:
         # Both parsers iterate what they are given line by line (typed as a file; any iterable works).
         for family in parse_lines(cast(TextIO, _bounded(lines, deadline_at, openmetrics))):
+            refuse_disguised(family.name)
             for sample in family.samples:
                 name = CANONICAL.get(sample.name)
                 if name is not None:
                     samples.append(Sample(name, _as_float(sample.value), sample.labels.get(SGLANG_ROLE_LABEL)))
+                elif sample.name not in ordinary:
+                    refuse_disguised(sample.name)
+                    ordinary.add(sample.name)
+    except WorkNameError as exc:
+        raise ExpositionError(str(exc)) from None
     except ExpositionError:
         raise
     except Exception as exc:  # noqa: BLE001 - ValueError, IndexError, OverflowError, AttributeError, KeyError...

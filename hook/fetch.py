@@ -2,22 +2,23 @@
 
 A socket timeout bounds each recv, not the read: an engine that drips one byte a second
 would hold a plain client forever. Here every recv gets only the time left, so connect,
-handshake, status line, headers and body together never outlast `timeout_s`. HTTP itself is
-parsed by the standard library's http.client (status line, headers, chunked bodies).
+handshake, status line, headers and body together never outlast `timeout_s`. The response is
+read, and its framing judged, by hook/framing.py (RFC 9112: what it calls unrecoverable is
+refused, never guessed).
 """
 
 from __future__ import annotations
 
 import errno
-import http.client
 import io
 import socket
+import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Mapping, cast
+from typing import Any, Mapping
 
-from modeldrain.hook import __version__
+from modeldrain.hook import __version__, framing
 from modeldrain.hook.outcome import ReadOutcome
 from modeldrain.hook.target import Target
 
@@ -47,32 +48,37 @@ class FetchError(Exception):
 
 
 class _DeadlineRaw(io.RawIOBase):
-    """A socket's receive side where every recv gets only the time left before the deadline."""
+    """A socket's receive side where every recv gets only the time left before the deadline, or,
+    while `probing`, none at all (a recv that would wait reads as no data yet)."""
 
     def __init__(self, sock: socket.socket, deadline_at: float):
         self._sock = sock
         self._deadline_at = deadline_at
+        self.probing = False
 
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer: Any) -> int:
+    def readinto(self, buffer: Any) -> int | None:
+        if self.probing:
+            return self._read_now(buffer)
         remaining_s = self._deadline_at - time.monotonic()
         if remaining_s <= 0:
             raise TimeoutError("read deadline passed")
         self._sock.settimeout(remaining_s)
         return self._sock.recv_into(buffer)
 
-
-class _DeadlineSocket:
-    """What http.client.HTTPResponse needs of a socket: makefile('rb')."""
-
-    def __init__(self, sock: socket.socket, deadline_at: float):
-        self._sock = sock
-        self._deadline_at = deadline_at
-
-    def makefile(self, mode: str, *args: object, **kwargs: object) -> io.BufferedReader:
-        return io.BufferedReader(_DeadlineRaw(self._sock, self._deadline_at), _RECV_CHUNK)
+    def _read_now(self, buffer: Any) -> int | None:
+        ssl = sys.modules.get("ssl")  # a TLS socket exists only once ssl is imported
+        self._sock.settimeout(0.0)
+        try:
+            return self._sock.recv_into(buffer)
+        except BlockingIOError:
+            return None
+        except OSError as exc:
+            if ssl is not None and isinstance(exc, ssl.SSLWantReadError):
+                return None
+            raise
 
 
 def fetch(target: Target, *, timeout_s: float, max_body_bytes: int, accept: str = _ACCEPT,
@@ -191,52 +197,34 @@ def _send(sock: socket.socket, target: Target, deadline_at: float, accept: str, 
 
 
 def _receive(sock: socket.socket, deadline_at: float, max_body_bytes: int) -> Response:
-    # HTTPResponse only calls makefile("rb") on what it is given, which _DeadlineSocket provides.
-    response = http.client.HTTPResponse(cast(socket.socket, _DeadlineSocket(sock, deadline_at)), method="GET")
+    raw = _DeadlineRaw(sock, deadline_at)
+    fp: io.BufferedReader = io.BufferedReader(raw, _RECV_CHUNK)
+
+    def buffered_beyond() -> bool:
+        """Whether more bytes are there already, without waiting for any."""
+        raw.probing = True
+        try:
+            return bool(fp.peek(1))
+        finally:
+            raw.probing = False
+
+    status: int | None = None
     try:
-        response.begin()
-        if response.status >= 300:
-            raise FetchError(
-                ReadOutcome.HTTP_ERROR,
-                f"HTTP {response.status} {response.reason}".rstrip(),
-                status=response.status,
-            )
-        if response.length is not None and response.length > max_body_bytes:
-            raise FetchError(
-                ReadOutcome.TOO_LARGE,
-                f"body of {response.length} bytes is over the {max_body_bytes}-byte cap",
-                status=response.status,
-            )
-        body = _read_body(response, max_body_bytes)
-        return Response(response.status, response.getheader("Content-Type", ""), body)
+        head = framing.read_head(fp)
+        status = head.status
+        if head.status >= 300:
+            raise FetchError(ReadOutcome.HTTP_ERROR, f"HTTP {head.status} {head.reason}".rstrip(), status=head.status)
+        body = framing.read_body(fp, head, framing.framing(head), max_body_bytes, buffered_beyond)
+        return Response(head.status, head.content_type, body)
     except TimeoutError:
         raise FetchError(ReadOutcome.TIMEOUT, "read timed out") from None
-    except (http.client.RemoteDisconnected, http.client.IncompleteRead, ConnectionError) as exc:
-        raise FetchError(ReadOutcome.RESET, f"connection closed before a whole response: {exc!r}") from None
-    except http.client.HTTPException as exc:
-        raise FetchError(ReadOutcome.UNPARSEABLE, f"not an HTTP response: {exc!r}") from None
-    except ValueError as exc:  # http.client's own parse of a chunk size or a header value
-        raise FetchError(ReadOutcome.UNPARSEABLE, f"malformed HTTP framing: {exc!r}") from None
+    except framing.BodyTooLarge as exc:
+        raise FetchError(ReadOutcome.TOO_LARGE, str(exc), status=status) from None
+    except framing.TruncatedResponse as exc:
+        raise FetchError(ReadOutcome.RESET, f"connection closed before a whole response: {exc}", status=status) from None
+    except framing.MalformedResponse as exc:
+        # Framing RFC 9112 calls unrecoverable is never an idle read: busy, waited on (not "unmeasurable",
+        # which would end the drain at once on what may be a busy engine's garbled answer).
+        raise FetchError(ReadOutcome.UNPARSEABLE, f"malformed HTTP response: {exc}", status=status) from None
     except OSError as exc:
         raise FetchError(ReadOutcome.RESET, f"read failed: {exc}") from None
-    finally:
-        response.close()
-
-
-def _read_body(response: http.client.HTTPResponse, max_body_bytes: int) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        chunk = response.read(_RECV_CHUNK)
-        if not chunk:
-            if response.length:  # Content-Length promised more than the peer sent
-                raise http.client.IncompleteRead(b"".join(chunks), response.length)
-            return b"".join(chunks)
-        size += len(chunk)
-        if size > max_body_bytes:
-            raise FetchError(
-                ReadOutcome.TOO_LARGE,
-                f"body is over the {max_body_bytes}-byte cap",
-                status=response.status,
-            )
-        chunks.append(chunk)

@@ -22,6 +22,7 @@ HOOK_LAYERS: dict[str, int] = {
     "modeldrain.hook.bundle": 0, "modeldrain.hook.files": 0, "modeldrain.hook.events": 0,
     # values parsed and read
     "modeldrain.hook.flags": 1, "modeldrain.hook.outcome": 1, "modeldrain.hook.clock": 1, "modeldrain.hook.annotations": 1,
+    "modeldrain.hook.work_names": 1, "modeldrain.hook.framing": 1,
     # reading: argv, exposition, HTTP
     "modeldrain.hook.engine": 2, "modeldrain.hook.exposition": 2, "modeldrain.hook.fetch": 2,
     # a leader's drain-sidecar, read like the engine

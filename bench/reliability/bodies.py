@@ -86,3 +86,62 @@ def corpus_bodies() -> list[tuple[str, bytes, str]]:
         content_type = OPENMETRICS if path.name.endswith(".om.txt") else TEXT
         out.append((path.name, path.read_bytes(), content_type))
     return out
+
+
+# Issue 15: a busy series of a work gauge hidden from prometheus-client's parse. Each read idle.
+TYPED_IDLE_VLLM = (b'# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine="0"} 0\n'
+                   b'# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{engine="0"} 0\n')
+HIDDEN_WORK_LINES: dict[str, str] = {
+    "a zero-width space after a work gauge's quoted name": '{"vllm:num_requests_running\u200b",engine="1"} 4\n',
+    "a BOM in a work gauge's __name__ label": '{__name__="\ufeffvllm:num_requests_waiting",engine="1"} 2\n',
+    "a soft hyphen inside a work gauge's bare name": 'vllm:num_requests_run\u00adning{engine="1"} 3\n',
+    "a NUL after a work gauge's quoted name": '{"vllm:num_requests_running\x00"} 1\n',
+    "a word joiner and a ZWJ inside a quoted name": '{"vllm:num_\u2060requests_\u200drunning"} 2\n',
+    "a line feed escaped into a work gauge's name": '{"vllm:num_requests_run\\nning"} 5\n',
+    "a work gauge re-typed as a counter": '# TYPE vllm:num_requests_running counter\nvllm:num_requests_running{engine="1"} 5\n',
+    "a second gauge TYPE line, a counter's samples between": 'other 1\n# TYPE vllm:num_requests_running gauge\n'
+                                                              'vllm:num_requests_running{engine="1"} 5\n',
+    "a work gauge typed untyped": '# TYPE vllm:num_requests_waiting untyped\nvllm:num_requests_waiting{engine="1"} 1\n',
+}
+
+
+def hidden_work_body(line: str) -> bytes:
+    return TYPED_IDLE_VLLM + line.encode()
+
+
+def raw_200(fields: list[bytes], payload: bytes, status: bytes = b"HTTP/1.1 200 OK") -> bytes:
+    """A response with exactly these header fields (no Content-Length unless one is given)."""
+    return status + b"\r\n" + b"".join(f + b"\r\n" for f in [f"Content-Type: {TEXT}".encode(), *fields]) + b"\r\n" + payload
+
+
+def chunked_payload(body: bytes) -> bytes:
+    return b"%x\r\n" % len(body) + body + b"\r\n0\r\n\r\n"
+
+
+# Issue 15: framing RFC 9112 calls unrecoverable, each hiding the busy line behind idle ones.
+_WHOLE = IDLE_VLLM + b'vllm:num_requests_running{engine="1"} 4\n'
+UNTRUSTED_FRAMING: dict[str, bytes] = {
+    "two Content-Lengths (the idle lines', the whole body's)":
+        raw_200([b"Content-Length: %d" % len(IDLE_VLLM), b"Content-Length: %d" % len(_WHOLE)], _WHOLE),
+    "one Content-Length of two values":
+        raw_200([b"Content-Length: %d, %d" % (len(IDLE_VLLM), len(_WHOLE))], _WHOLE),
+    "Content-Length with a sign (+N)": raw_200([b"Content-Length: +%d" % len(IDLE_VLLM)], _WHOLE),
+    "Content-Length with an underscore (N_0)": raw_200([b"Content-Length: %d_0" % len(IDLE_VLLM)], _WHOLE),
+    "Content-Length short of the body, the rest right behind it":
+        raw_200([b"Content-Length: %d" % len(IDLE_VLLM)], _WHOLE),
+    "Transfer-Encoding chunked and Content-Length":
+        raw_200([b"Transfer-Encoding: chunked", b"Content-Length: %d" % len(IDLE_VLLM)], chunked_payload(_WHOLE)),
+    "Transfer-Encoding chunked, chunked": raw_200([b"Transfer-Encoding: chunked, chunked"], chunked_payload(_WHOLE)),
+    "Transfer-Encoding on HTTP/1.0":
+        raw_200([b"Transfer-Encoding: chunked"], chunked_payload(_WHOLE), status=b"HTTP/1.0 200 OK"),
+    "chunk size with 0x": raw_200([b"Transfer-Encoding: chunked"], b"0x%x\r\n" % len(_WHOLE) + _WHOLE
+                                  + b"\r\n0\r\n\r\n"),
+    "chunk data past its size (no CRLF after it)":
+        raw_200([b"Transfer-Encoding: chunked"], b"%x\r\n" % len(IDLE_VLLM) + _WHOLE + b"\r\n0\r\n\r\n"),
+    "close-delimited body cut mid-line": raw_200([b"Connection: close"], _WHOLE[: len(IDLE_VLLM) + 28]),
+    "101 Switching Protocols, then a 200": b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\n" + http_200(_WHOLE),
+    "100 000 interim 103s at once, then a 200": b"HTTP/1.1 103 Early Hints\r\n\r\n" * 100000 + http_200(_WHOLE),
+}
+# Interim responses before the final one are skipped: the engine's answer is what it says.
+INTERIM_THEN_BUSY = b"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 102 Processing\r\n\r\n" + http_200(BUSY_VLLM)
+INTERIM_THEN_IDLE = b"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n" + http_200(IDLE_VLLM)

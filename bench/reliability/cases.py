@@ -207,7 +207,22 @@ def scripted_cases() -> list[HostileCase]:
         HostileCase("no descriptor left at connect (EMFILE)", resources, BUSY, idle_is_true=False,
                     expected=DEADLINE, descriptors_spent=True),
     ]
-    return cases + corpus_cases()
+    return cases + issue_15_cases() + corpus_cases()
+
+
+def issue_15_cases() -> list[HostileCase]:
+    """A work gauge hidden from prometheus-client's parse, and framing RFC 9112 does not trust: each
+    read idle with a busy series behind it. The truth is the case's: busy (the hidden line holds work)."""
+    hidden, framing = "work gauge hidden", "HTTP framing (RFC 9112)"
+    cases = [_body(name, hidden, bodies.hidden_work_body(line), idle=False)
+             for name, line in bodies.HIDDEN_WORK_LINES.items()]
+    cases += [HostileCase(name, framing, Canned(wire), idle_is_true=False, expected=DEADLINE)
+              for name, wire in bodies.UNTRUSTED_FRAMING.items()]
+    cases += [HostileCase("103 and 102 before a busy 200", framing, Canned(bodies.INTERIM_THEN_BUSY),
+                          idle_is_true=False, expected=DEADLINE),
+              HostileCase("103 Early Hints before an idle 200", framing, Canned(bodies.INTERIM_THEN_IDLE),
+                          idle_is_true=True, expected=DRAINED)]
+    return cases
 
 
 def corpus_cases() -> list[HostileCase]:

@@ -480,7 +480,21 @@ def summary(runs: list[HostileRun]) -> dict:
         "max_own_lateness_s": round(max(own), 3) if own else None,
         "longest_log_line": max((r.longest_log_line for r in runs), default=0),
         "overrun_tolerance_s": OVERRUN_TOLERANCE_S,
+        "by_group": by_group(runs),
     }
+
+
+def by_group(runs: list[HostileRun]) -> dict[str, dict[str, int]]:
+    """Per class of hostile input (a case's group): cases, runs, crashes, false idles, overruns."""
+    groups: dict[str, list[HostileRun]] = {}
+    for r in runs:
+        groups.setdefault(r.group, []).append(r)
+
+    def count(rs: list[HostileRun], prefix: str) -> int:
+        return sum(1 for r in rs if any(p.startswith(prefix) for p in r.problems))
+    return {group: {"cases": len({r.case for r in rs}), "runs": len(rs), "crashes": count(rs, "crash"),
+                    "false_idles": count(rs, "false idle"), "overruns": count(rs, "overrun")}
+            for group, rs in groups.items()}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -114,6 +114,13 @@ def _hostile_lines(h: dict) -> list[str]:
              "the node's ephemeral ports exhausted (EADDRNOTAVAIL), which cannot be produced safely on a shared "
              "machine. −15: killed by SIGTERM before its handler was installed (documented in hook/bundle.py; the "
              "bundle's next start removes what its launchers left in $TMPDIR).", ""]
+    groups = h["summary"].get("by_group", {})
+    if groups:
+        lines += ["Per class of input:", ""]
+        lines += _table(["class", "cases", "runs", "crashes", "false idles", "overruns"],
+                        ([_cell(g), str(c["cases"]), str(c["runs"]), str(c["crashes"]), str(c["false_idles"]),
+                          str(c["overruns"])] for g, c in groups.items()), "lrrrrr")
+        lines.append("")
     by_case: dict[str, dict[str, dict]] = {}
     order: list[str] = []
     for run in h["runs"]:

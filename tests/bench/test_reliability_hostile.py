@@ -13,7 +13,7 @@ from pathlib import Path
 
 from bench.reliability import bodies
 from bench.reliability import cases
-from bench.reliability.hostile import CONSOLE_SCRIPT, OVERRUN_TOLERANCE_S, run_case, serving, summary
+from bench.reliability.hostile import CONSOLE_SCRIPT, OVERRUN_TOLERANCE_S, HostileRun, run_case, serving, summary
 from modeldrain.hook.events import MAX_LINE_BYTES
 
 BUSY_CASE = cases.HostileCase("busy engine", "test", cases.BUSY, idle_is_true=False, expected=cases.DEADLINE)
@@ -117,3 +117,29 @@ def test_the_corpus_truth_is_the_oracles_and_a_series_given_twice_is_not_idle():
     assert truth["series-twice.om.txt"] is False
 
 
+
+
+def test_the_catalogue_holds_issue_15s_classes_each_busy_in_truth():
+    found = {c.group: [] for c in cases.issue_15_cases()}
+    for c in cases.issue_15_cases():
+        found[c.group].append(c)
+    assert set(found) == {"work gauge hidden", "HTTP framing (RFC 9112)"}
+    names = " ".join(c.name for c in cases.issue_15_cases())
+    for needle in ("zero-width space", "BOM", "soft hyphen", "NUL", "re-typed as a counter", "second gauge TYPE",
+                   "two Content-Lengths", "sign", "Transfer-Encoding chunked and Content-Length", "cut mid-line",
+                   "interim 103s", "103 Early Hints before an idle 200"):
+        assert needle in names, needle
+    # Only the engine that answers idle behind a skipped 103 is idle; every other case hides work.
+    assert [c.name for c in cases.issue_15_cases() if c.idle_is_true] == ["103 Early Hints before an idle 200"]
+    truth = {c.name: c.idle_is_true for c in cases.corpus_cases()}
+    assert truth["work-name-zero-width-space.text.txt"] is False and truth["work-gauge-typed-twice.text.txt"] is False
+
+
+def test_the_summary_counts_each_class_apart():
+    def run(case: str, group: str, problems: list[str]) -> HostileRun:
+        return HostileRun(case=case, group=group, executable="x", exit_code=10, expected=[10], seconds=2.0,
+                          deadline_s=2.0, traceback=False, outcome="deadline", own_elapsed_s=2.0, said_idle=False,
+                          longest_log_line=10, stderr_lines=1, log_lines_dropped=0, temp_left=0, problems=problems)
+    groups = summary([run("one", "a", []), run("two", "a", ["false idle"]), run("three", "b", ["overrun: 1 s"])])["by_group"]
+    assert groups["a"] == {"cases": 2, "runs": 2, "crashes": 0, "false_idles": 1, "overruns": 0}
+    assert groups["b"] == {"cases": 1, "runs": 1, "crashes": 0, "false_idles": 0, "overruns": 1}

@@ -16,6 +16,7 @@ from prometheus_client.openmetrics import exposition as openmetrics_exposition
 from prometheus_client.parser import text_string_to_metric_families
 
 from modeldrain.hook.exposition import CANONICAL, READ_NAMES
+from modeldrain.hook.gauges import ALL_WORK_METRIC_NAMES
 from tests.conftest import SCRAPES
 
 OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"
@@ -41,9 +42,30 @@ LABEL_SETS = st.sampled_from([
 ])
 
 
+# Characters nobody sees (issue 15), by Unicode category as hook/work_names.py sets them aside:
+# what a work gauge's name in disguise carries (a line feed would end the line: not one of them).
+HIDDEN_CHARACTERS = st.characters(categories=("Cc", "Cf", "Co", "Cn", "Zs", "Zl", "Zp", "Mn", "Me"),
+                                  exclude_characters="\n")
+# The ones real attacks use, drawn more often than the category's other members.
+NAMED_HIDDEN = st.sampled_from(["\ufeff", "\u200b", "\u200c", "\u200d", "\u2060", "\u00ad", "\x00", " ", "\t",
+                                "\u00a0", "\ufe0f", "\u034f"])
+
+
+@st.composite
+def disguised(draw, name: str) -> str:
+    """`name` with hidden characters before, inside or after it, or a line feed escaped into it."""
+    chars = list(name)
+    for _ in range(draw(st.integers(1, 3))):
+        hidden = draw(st.one_of(NAMED_HIDDEN, HIDDEN_CHARACTERS, st.just("\\n")))
+        chars.insert(draw(st.integers(0, len(chars))), hidden)
+    return "".join(chars)
+
+
 @st.composite
 def work_sample(draw) -> str:
     name = draw(st.sampled_from(NAMES))
+    if draw(st.integers(0, 5)) == 0:
+        name = draw(disguised(name))
     form = draw(st.sampled_from(["plain", "plain", "name_label", "quoted", "quoted_label", "quoted_outside"]))
     labels = draw(LABEL_SETS)
     inner = labels[1:-1] if labels.startswith("{") and labels.endswith("}") else ""
@@ -83,7 +105,11 @@ def mutated(draw, line: str, rate: float = 0.4) -> list[str]:
     if draw(st.floats(0, 1)) >= rate:
         return [line]
     how = draw(st.sampled_from(["lead_ws", "trail_ws", "crlf", "truncate", "dup", "escape_colon",
-                                "value", "garbage_suffix", "unicode", "reform", "reform", "counter_type"]))
+                                "value", "garbage_suffix", "unicode", "reform", "reform", "counter_type",
+                                "disguise"]))
+    if how == "disguise":
+        name = next((n for n in sorted(CANONICAL, key=len, reverse=True) if n in line), None)
+        return [line.replace(name, draw(disguised(name)), 1)] if name else [line]
     if how == "reform":
         return [draw(st.sampled_from(_reformed(line)))]
     if how == "counter_type" and not line.startswith("#"):
@@ -208,5 +234,47 @@ def near_valid_bodies(draw) -> tuple[bytes, str]:
     return ("\n".join(lines) + "\n").encode("utf-8"), OPENMETRICS if openmetrics else TEXT
 
 
+WORK_GAUGE_NAMES = sorted(n for n in CANONICAL if CANONICAL[n] in ALL_WORK_METRIC_NAMES)
+
+
+@st.composite
+def hidden_work(draw) -> list[str]:
+    """Lines that hide a busy series of a work gauge from prometheus-client's parse (issue 15): its
+    name in disguise in any form the parser takes, or its family typed again (as a counter, say)."""
+    name = draw(st.sampled_from(WORK_GAUGE_NAMES))
+    labels = draw(st.sampled_from(['engine="9"', 'engine="9",model_name="m"', ""]))
+    value = draw(st.sampled_from(["1", "4", "0"]))
+    how = draw(st.sampled_from(["quoted", "name_label", "bare_with_labels", "quoted_outside", "retyped",
+                                "retyped", "typed_disguised"]))
+    hidden = draw(disguised(name))
+    if how == "quoted":
+        return ["{" + ",".join(x for x in [f'"{hidden}"', labels] if x) + "} " + value]
+    if how == "name_label":
+        return ["{" + ",".join(x for x in [f'__name__="{hidden}"', labels] if x) + "} " + value]
+    if how == "bare_with_labels":
+        return [f"{hidden}{{{labels}}} {value}"]
+    if how == "quoted_outside":
+        return [f'"{name}"{{{labels}}} {value}']
+    type_ = draw(st.sampled_from(["counter", "gauge", "untyped", "summary", "histogram", "unknown", "info"]))
+    between = draw(st.sampled_from([[], ["other_metric 1"], ["# HELP other d"]]))
+    if how == "retyped":
+        return between + [f"# TYPE {name} {type_}", f"{name}{{{labels}}} {value}"]
+    return between + [f'# TYPE "{hidden}" {type_}', "{" + ",".join(x for x in [f'"{hidden}"', labels] if x) + "} "
+                      + value]
+
+
+@st.composite
+def hiding_bodies(draw) -> tuple[bytes, str]:
+    """A real scrape with its work gauges at zero and a busy series hidden somewhere: never idle."""
+    lines, openmetrics = draw(st.sampled_from([r for r in RENDERED if not r[1]]))
+    lines = [line.rsplit(" ", 1)[0] + " 0.0" if not line.startswith("#") and
+             line.split("{")[0].split(" ")[0] in READ_NAMES else line for line in lines]
+    at = draw(st.integers(0, len(lines)))
+    while at < len(lines) and lines[at - 1:at] and lines[at - 1].startswith("# "):
+        at += 1  # not between a family's TYPE line and its samples
+    lines[at:at] = draw(hidden_work())
+    return ("\n".join(lines) + "\n").encode("utf-8"), TEXT
+
+
 def bodies() -> st.SearchStrategy[tuple[bytes, str]]:
-    return st.one_of(assembled_bodies(), near_valid_bodies())
+    return st.one_of(assembled_bodies(), near_valid_bodies(), hiding_bodies())

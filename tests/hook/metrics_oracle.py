@@ -1,17 +1,58 @@
 """The oracle for the reader: prometheus-client's own parse of the whole body, then the samples named
 as the gauges are, measured with the same gauge set. None when prometheus-client (or UTF-8)
-rejects the body."""
+rejects the body, or when the body hides a work gauge from that parse (issue 15): a metric whose
+name is a work gauge's once invisible characters (and quotes) are set aside, or a TYPE line for a
+work gauge that is not its one `gauge` line. Written apart from hook/work_names.py, with the
+parser's own tokenizer for TYPE lines."""
 
 from __future__ import annotations
 
 import math
+import unicodedata
 from dataclasses import dataclass
 
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
+from prometheus_client.parser import _split_quoted, _unquote_unescape
 from prometheus_client.parser import text_string_to_metric_families as parse_text
 
 from modeldrain.hook.exposition import CANONICAL, OPENMETRICS_CONTENT_TYPE
-from modeldrain.hook.gauges import EngineKind, Role, gauge_set, gauge_sets_of
+from modeldrain.hook.gauges import ALL_WORK_METRIC_NAMES, EngineKind, Role, gauge_set, gauge_sets_of
+
+WORK = {name for name, canonical in CANONICAL.items() if canonical in ALL_WORK_METRIC_NAMES}
+
+
+def _seen(name: str) -> str:
+    """The name as a reader sees it: no control, format, unassigned, private, separator or mark characters."""
+    kept = "".join(c for c in name if unicodedata.category(c)[0] not in "CZ"
+                   and unicodedata.category(c) not in ("Mn", "Me"))
+    return kept[1:-1] if len(kept) >= 2 and kept[0] == kept[-1] == '"' else kept
+
+
+def hides_a_work_gauge(name: str) -> bool:
+    return name not in WORK and _seen(name) in WORK
+
+
+def _type_lines(text: str, openmetrics: bool) -> list[tuple[str, str]]:
+    """(name, type) of every TYPE line, tokenized as the installed parser tokenizes it."""
+    found = []
+    for line in text.split("\n"):
+        line = line if openmetrics else line.strip()
+        if not line.startswith("#"):
+            continue
+        parts = _split_quoted(line, " " if openmetrics else None, 3)
+        if len(parts) >= 4 and parts[1] == "TYPE":
+            found.append((_unquote_unescape(parts[2])[0], parts[3]))
+    return found
+
+
+def _hidden(text: str, openmetrics: bool, families: list) -> bool:
+    names = {f.name for f in families} | {s.name for f in families for s in f.samples}
+    if any(hides_a_work_gauge(n) for n in names):
+        return True
+    typed = [(CANONICAL.get(name, name), type_) for name, type_ in _type_lines(text, openmetrics)]
+    work_types = [(name, type_) for name, type_ in typed if name in ALL_WORK_METRIC_NAMES or hides_a_work_gauge(name)]
+    return any(type_ != "gauge" or hides_a_work_gauge(name) for name, type_ in work_types) or \
+        len({name for name, _ in work_types}) != len(work_types)
 
 
 def as_float(value) -> float:
@@ -27,6 +68,8 @@ def oracle_series(body: bytes, content_type: str) -> dict[str, tuple[float, ...]
         openmetrics = content_type.split(";", 1)[0].strip().lower() == OPENMETRICS_CONTENT_TYPE
         families = list((parse_openmetrics if openmetrics else parse_text)(text))
     except Exception:  # noqa: BLE001 - the oracle's answer to any failure: rejected
+        return None
+    if _hidden(text, openmetrics, families):
         return None
     series: dict[str, list[float]] = {}
     for family in families:

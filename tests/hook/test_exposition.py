@@ -205,15 +205,108 @@ def test_a_series_given_twice_is_not_read_with_certainty_in_openmetrics():
     assert measure(parse(body[:-6]), gauge_set(EngineKind.VLLM)).in_flight == 4  # text sums both
 
 
-def test_a_counter_type_renames_the_samples_the_way_the_full_parse_does():
-    # After "# TYPE W counter" the text parser names W's samples W_total: not the gauge, in both reads.
-    body = b"# TYPE vllm:num_requests_running counter\nvllm:num_requests_running 5\nvllm:num_requests_waiting 0\n"
+def test_a_work_gauge_typed_other_than_gauge_is_unparseable_in_both_reads():
+    # After "# TYPE W counter" the text parser names W's samples W_total: the gauge's samples would be
+    # dropped (and after a line of another family, W's samples are the gauge again). Neither is read.
+    for between in (b"", b"other 1\n"):
+        body = (b"# TYPE vllm:num_requests_running counter\n" + between
+                + b"vllm:num_requests_running 5\nvllm:num_requests_waiting 0\n")
+        for read in (parse, whole):
+            with pytest.raises(ExpositionError, match="makes the work gauge vllm:num_requests_running 'counter'"):
+                read(body)
+    for type_ in (b"untyped", b"unknown", b"histogram", b"summary", b"Gauge", b"gauge extra"):
+        body = b"# TYPE vllm:num_requests_waiting " + type_ + b"\nvllm:num_requests_waiting 0\nvllm:num_requests_running 0\n"
+        for read in (parse, whole):
+            with pytest.raises(ExpositionError):
+                read(body)
+
+
+# The issue's body: one family of a gauge at zero, then the same name re-typed as a counter holding
+# the work. prometheus-client renames the second family's samples to _total: it read idle.
+RETYPED = (b"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine=\"0\"} 0\n"
+           b"# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting 0\n"
+           b"# TYPE vllm:num_requests_running counter\nvllm:num_requests_running{engine=\"1\"} 5\n")
+
+
+@pytest.mark.parametrize("body", [
+    RETYPED,
+    RETYPED.replace(b"counter", b"gauge"),  # a second TYPE line, even one saying gauge
+    b"# TYPE vllm:num_requests_running gauge\n# TYPE vllm_num_requests_running gauge\n" + IDLE_HEAD,  # either spelling
+    b'# TYPE "vllm:num_requests_running" gauge\n#x TYPE vllm:num_requests_running gauge\n' + IDLE_HEAD,
+], ids=["retyped-counter", "second-gauge-type", "escaped-spelling", "quoted-and-odd-first-token"])
+def test_a_second_type_line_for_a_work_gauge_is_unparseable(body):
     for read in (parse, whole):
-        assert measure(read(body), gauge_set(EngineKind.VLLM)).missing == ("vllm:num_requests_running",)
-    # A sample line of another family in between ends the counter family: then it is the gauge again.
-    body = b"# TYPE vllm:num_requests_running counter\nother 1\nvllm:num_requests_running 5\nvllm:num_requests_waiting 0\n"
+        with pytest.raises(ExpositionError, match="TYPE line"):
+            read(body)
+
+
+def test_one_gauge_type_per_work_gauge_and_other_families_types_are_read_as_before(fixtures_dir):
+    body = b"# TYPE vllm:num_requests_running gauge\n# TYPE vllm:num_requests_waiting gauge\n" + IDLE_HEAD
+    assert measure(whole(body), gauge_set(EngineKind.VLLM)).in_flight == 0
+    # A TYPE for a longer name is another metric's: waiting_by_reason is not the waiting gauge.
+    other = body + b"# TYPE vllm:num_requests_waiting_by_reason counter\nvllm:num_requests_waiting_by_reason 4\n"
+    assert measure(whole(other), gauge_set(EngineKind.VLLM)).in_flight == 0
+    for name in ("vllm-0.32.0-cpu-metrics-busy.txt", "sglang-0.5.23-cpu-metrics-busy.txt"):
+        whole(load(fixtures_dir, name))  # the real scrapes: one gauge TYPE each
+
+
+# Characters set aside in a name, each by its Unicode category (hook/work_names.py).
+HIDDEN = {"bom": "\ufeff", "zwsp": "\u200b", "zwnj": "\u200c", "zwj": "\u200d", "word-joiner": "\u2060",
+          "soft-hyphen": "\u00ad", "nul": "\x00", "bell": "\x07", "del": "\x7f", "nbsp": "\u00a0",
+          "variation-selector": "\ufe0f", "combining-grapheme-joiner": "\u034f", "private-use": "\ue000"}
+
+
+@pytest.mark.parametrize("hidden", list(HIDDEN.values()), ids=list(HIDDEN))
+@pytest.mark.parametrize("form", [
+    '{{"{name}"}} 5\n', '{{__name__="{name}"}} 5\n', '{name}{{engine="1"}} 5\n', '"{name}"{{}} 5\n',
+    '{{engine="1","{name}"}} 5\n',
+], ids=["quoted", "name-label", "bare-before-labels", "quoted-outside", "quoted-last"])
+@pytest.mark.parametrize("where", ["before", "inside", "after"])
+def test_a_work_gauge_named_with_characters_set_aside_is_unparseable_not_absent(hidden, form, where):
+    gauge = "vllm:num_requests_running"
+    name = {"before": hidden + gauge, "inside": gauge[:9] + hidden + gauge[9:], "after": gauge + hidden}[where]
+    disguised = form.format(name=name).encode()
+    bodies = [IDLE_HEAD + disguised, disguised + IDLE_HEAD,
+              b"vllm:num_requests_running 1\nvllm:num_requests_waiting 0\n" + disguised]  # busy beside it
+    for body in bodies:
+        for read in (parse, whole):
+            try:
+                in_flight = measure(read(body), gauge_set(EngineKind.VLLM)).in_flight
+            except ExpositionError:
+                continue  # what the rule asks (or the parser refusing the line itself)
+            # Or the parser strips it as whitespace and the line is the gauge itself: counted.
+            assert in_flight is not None and in_flight >= 5, f"{read.__name__} read {body!r}: {in_flight}"
+
+
+def test_a_line_feed_escaped_into_a_work_gauges_name_is_unparseable():
+    body = IDLE_HEAD + b'{"vllm:num_requests_run\\nning"} 5\n'
     for read in (parse, whole):
-        assert measure(read(body), gauge_set(EngineKind.VLLM)).in_flight == 5
+        with pytest.raises(ExpositionError, match="U\\+000A"):
+            read(body)
+
+
+def test_a_disguised_type_line_is_unparseable():
+    body = '# TYPE "vllm:num_requests_running\u200b" counter\n'.encode() + IDLE_HEAD
+    for read in (parse, whole):
+        with pytest.raises(ExpositionError, match="U\\+200B"):
+            read(body)
+
+
+@pytest.mark.parametrize("line", [
+    b'vllm:num_requests_waiting_by_reason{reason="x"} 3\n',  # a longer name: another metric
+    '{"vllm:num_requests_waiting_by_reason\u200b"} 3\n'.encode(),  # in disguise, still another metric
+    '{"caf\u00e9"} 1\n'.encode(),  # a visible non-ASCII letter: nobody's work gauge
+], ids=["by-reason", "by-reason-disguised", "other-name"])
+def test_names_that_are_not_a_work_gauge_once_set_aside_characters_are_gone_are_other_metrics(line):
+    for read in (parse, whole):
+        assert measure(read(IDLE_HEAD + line), gauge_set(EngineKind.VLLM)).in_flight == 0
+
+
+def test_a_space_inside_a_work_gauges_name_is_set_aside_too_on_the_idle_confirmation():
+    # A separator (Zs) is set aside like the rest; the fast path cannot afford to look for a plain
+    # space, so such a line is found by the whole-body parse an idle read needs.
+    with pytest.raises(ExpositionError, match="U\\+0020"):
+        whole(IDLE_HEAD + b'{"vllm:num_requests_run ning"} 3\n')
 
 
 def test_an_undetected_sglang_role_still_counts_every_queue_present():

@@ -72,6 +72,15 @@ def test_the_corpus_holds_the_old_reader_bugs():
     names = {p.name for p in CORPUS.glob("*.txt")}
     assert {"indented-work-line.text.txt", "name-as-label.text.txt", "quoted-name.text.txt",
             "series-twice.om.txt", "value-too-large-for-a-float.text.txt"} <= names
+    # Issue 15: a busy series hidden from prometheus-client's parse, each of which read idle.
+    assert {"work-name-zero-width-space.text.txt", "work-name-bom.text.txt", "work-name-soft-hyphen.text.txt",
+            "work-name-nul.text.txt", "work-name-escaped-line-feed.text.txt", "work-gauge-typed-twice.text.txt"} <= names
+
+
+def test_the_oracle_rejects_every_body_that_hides_a_work_gauge():
+    # The property can only catch a reader that reads these idle if the oracle does not: it must not.
+    for path in sorted(CORPUS.glob("work-*.text.txt")):
+        assert oracle_series(path.read_bytes(), TEXT) is None, path.name
 
 
 def test_the_oracle_would_catch_a_reader_that_skips_the_confirmation(monkeypatch):

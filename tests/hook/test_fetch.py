@@ -128,3 +128,127 @@ def test_a_name_the_resolver_refuses_to_encode_is_a_connect_error_not_a_dead_thr
         threading.excepthook = previous
     assert failure.value.outcome is ReadOutcome.CONNECT_ERROR and f"cannot resolve {host}" in str(failure.value)
     assert crashed == []  # the lookup thread ended on its own, with its error handed back
+
+
+# --- framing RFC 9112 calls unrecoverable is never a body (issue 15) ---
+
+IDLE = b'vllm:num_requests_running{engine="0"} 0\nvllm:num_requests_waiting{engine="0"} 0\n'
+HIDDEN_BUSY = b'vllm:num_requests_running{engine="1"} 4\n'
+
+
+def head(*fields: bytes, status: bytes = b"HTTP/1.1 200 OK") -> bytes:
+    return status + b"\r\n" + b"".join(f + b"\r\n" for f in fields) + b"\r\n"
+
+
+@pytest.mark.parametrize("fields", [
+    (b"Content-Length: %d" % len(IDLE), b"Content-Length: %d" % len(IDLE + HIDDEN_BUSY)),  # the first was taken
+    (b"Content-Length: %d" % len(IDLE + HIDDEN_BUSY), b"Content-Length: %d" % len(IDLE)),
+    (b"Content-Length: %d, %d" % (len(IDLE), len(IDLE + HIDDEN_BUSY)),),  # one field, two values
+], ids=["two-fields", "two-fields-reversed", "one-field-two-values"])
+def test_conflicting_content_lengths_are_unrecoverable_not_the_first_one(serve, fields):
+    error = failure(serve(canned(head(*fields) + IDLE + HIDDEN_BUSY)))
+    assert error.outcome is ReadOutcome.UNPARSEABLE and "conflicting Content-Length" in error.detail
+
+
+def test_the_same_content_length_twice_is_one_length(serve):
+    n = b"%d" % len(IDLE)
+    for fields in [(b"Content-Length: " + n, b"Content-Length: " + n), (b"Content-Length: " + n + b", " + n,)]:
+        assert get(serve(canned(head(*fields) + IDLE))).body == IDLE
+
+
+@pytest.mark.parametrize("value", [b"+%d", b"%d_0", b"0x%d", b"%d 0", b"-%d", b"%de0", b"\xd9\xa5%d", b""])
+def test_a_content_length_that_is_not_digits_is_unrecoverable_not_read_to_the_close(serve, value):
+    # http.client took int() of it ('+58', '5_0' parse) or, failing, read the body to the close.
+    length = value % len(IDLE) if b"%d" in value else value
+    error = failure(serve(canned(head(b"Content-Length: " + length) + IDLE)))
+    assert error.outcome is ReadOutcome.UNPARSEABLE and "not a number of octets" in error.detail
+
+
+def test_spaces_around_a_content_length_are_whitespace_of_the_field_not_of_the_number(serve):
+    assert get(serve(canned(head(b"Content-Length:   %d  " % len(IDLE)) + IDLE))).body == IDLE
+
+
+@pytest.mark.parametrize("fields, says", [
+    ((b"Transfer-Encoding: chunked", b"Content-Length: 5"), "both Transfer-Encoding and Content-Length"),
+    ((b"Content-Length: 5", b"Transfer-Encoding: chunked"), "both Transfer-Encoding and Content-Length"),
+    ((b"Transfer-Encoding: gzip, chunked",), "transfer coding"),
+    ((b"Transfer-Encoding: chunked", b"Transfer-Encoding: chunked"), "transfer coding"),  # chunked twice
+    ((b"Transfer-Encoding: identity",), "transfer coding"),
+])
+def test_transfer_codings_the_rfc_treats_as_errors_are_unparseable(serve, fields, says):
+    chunked_idle = b"%x\r\n" % len(IDLE) + IDLE + b"\r\n0\r\n\r\n"
+    error = failure(serve(canned(head(*fields) + chunked_idle)))
+    assert error.outcome is ReadOutcome.UNPARSEABLE and says in error.detail
+
+
+def test_transfer_encoding_in_an_http_1_0_response_is_faulty_framing(serve):
+    chunked_idle = b"%x\r\n" % len(IDLE) + IDLE + b"\r\n0\r\n\r\n"
+    error = failure(serve(canned(head(b"Transfer-Encoding: chunked", status=b"HTTP/1.0 200 OK") + chunked_idle)))
+    assert error.outcome is ReadOutcome.UNPARSEABLE and "HTTP/1.0" in error.detail
+
+
+@pytest.mark.parametrize("size", [b"0x%x", b"+%x", b" %x", b"%x_", b"-%x"])
+def test_a_chunk_size_that_is_not_hex_digits_is_unparseable(serve, size):
+    wire = head(b"Transfer-Encoding: chunked") + (size % len(IDLE)) + b"\r\n" + IDLE + b"\r\n0\r\n\r\n"
+    assert failure(serve(canned(wire))).outcome is ReadOutcome.UNPARSEABLE
+
+
+def test_chunk_data_that_runs_past_its_size_is_unparseable(serve):
+    # The size covers the idle lines only; the busy line follows where the CRLF must be.
+    wire = head(b"Transfer-Encoding: chunked") + b"%x\r\n" % len(IDLE) + IDLE + HIDDEN_BUSY + b"\r\n0\r\n\r\n"
+    error = failure(serve(canned(wire)))
+    assert error.outcome is ReadOutcome.UNPARSEABLE and "runs past its size" in error.detail
+
+
+def test_chunk_extensions_and_a_trailer_are_read_past(serve):
+    wire = (head(b"Transfer-Encoding: chunked") + b"%x ; name=value\r\n" % len(IDLE) + IDLE + b"\r\n"
+            + b"0;last\r\nX-Trailer: t\r\n\r\n")
+    assert get(serve(canned(wire))).body == IDLE
+
+
+def test_a_close_delimited_body_that_ends_mid_line_is_truncated_not_idle(serve):
+    cut = IDLE + HIDDEN_BUSY[:30]  # vllm:num_requests_running{engi...
+    error = failure(serve(canned(head(b"Connection: close") + IDLE + b"vllm:num_requests_running 0")))
+    assert error.outcome is ReadOutcome.RESET and "ends mid-line" in error.detail
+    assert failure(serve(canned(head() + cut))).outcome is ReadOutcome.RESET
+    assert get(serve(canned(head() + IDLE))).body == IDLE  # its last line whole: the body is whole
+
+
+def test_a_close_delimited_openmetrics_body_may_end_at_eof_without_a_line_feed(serve):
+    body = IDLE + b"# EOF"
+    om = b"Content-Type: application/openmetrics-text; version=1.0.0"
+    assert get(serve(canned(head(om) + body))).body == body
+    assert failure(serve(canned(head() + body))).outcome is ReadOutcome.RESET  # as text: mid-line
+
+
+def test_more_bytes_behind_a_content_length_body_make_the_length_wrong(serve):
+    error = failure(serve(canned(head(b"Content-Length: %d" % len(IDLE)) + IDLE + HIDDEN_BUSY)))
+    assert error.outcome is ReadOutcome.UNPARSEABLE and "more bytes follow" in error.detail
+
+
+@pytest.mark.parametrize("interim", [
+    b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n",
+    b"HTTP/1.1 102 Processing\r\n\r\n",
+    b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\n\r\n",
+])
+def test_interim_responses_are_skipped_to_the_final_one(serve, interim):
+    # A 103 was handed back as the response: an empty body, read as incomplete.
+    response = get(serve(canned(interim + http_response(BODY))))
+    assert response.status == 200 and response.body == BODY
+
+
+def test_a_101_nobody_asked_for_is_unparseable(serve):
+    wire = b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n" + http_response(BODY)
+    assert failure(serve(canned(wire))).outcome is ReadOutcome.UNPARSEABLE
+
+
+def test_a_flood_of_interim_responses_is_bounded_by_count_and_by_the_deadline(serve):
+    burst = b"HTTP/1.1 103 Early Hints\r\n\r\n" * 100000 + http_response(BODY)  # all at once: 2.8 MB
+    started = time.monotonic()
+    error = failure(serve(canned(burst)), timeout_s=1.0)
+    assert error.outcome is ReadOutcome.UNPARSEABLE and "interim" in error.detail
+    assert time.monotonic() - started < 1.5
+    started = time.monotonic()  # one at a time, forever: the deadline ends it
+    slow = failure(serve(drip(b"HTTP/1.1 102 Processing\r\n\r\n" * 1000, every_s=0.02)), timeout_s=0.5)
+    assert slow.outcome in (ReadOutcome.TIMEOUT, ReadOutcome.UNPARSEABLE)
+    assert time.monotonic() - started < 1.0

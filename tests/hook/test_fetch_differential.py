@@ -33,6 +33,8 @@ FAILURES = {ReadOutcome.TIMEOUT, ReadOutcome.RESET, ReadOutcome.UNPARSEABLE, Rea
 class Stream:
     chunks: tuple[bytes, ...]  # sent one after another, then the connection closes
     body: bytes | None  # what a correct client reads, when the stream is a well-formed 200
+    # Framing RFC 9112 says a recipient must not trust (issue 15): a body must never come back.
+    must_fail: bool = False
 
 
 # Each connection gets the next scripted stream, sent after the request's head, then closed.
@@ -51,22 +53,35 @@ HEADER_JUNK = st.sampled_from([b"X-A: b", b"Server: engine", b"Date: today", b":
 
 
 @st.composite
-def chunked(draw, body: bytes) -> tuple[bytes, bool]:
-    """A chunked encoding of body, and whether it stayed well formed."""
-    out, at, ok = b"", 0, True
+def chunked(draw, body: bytes) -> tuple[bytes, bool, bool]:
+    """A chunked encoding of body, whether it stayed well formed, and whether its framing is one a
+    client must refuse (a size that is not hex digits, data running past its size)."""
+    out, at, ok, refuse = b"", 0, True, False
     while at < len(body):
         size = draw(st.integers(1, max(1, len(body) - at)))
         part = body[at:at + size]
         size_text = b"%x" % len(part)
-        if draw(st.integers(0, 14)) == 0:
-            size_text, ok = draw(st.sampled_from([b"zz", b"-1", b"", b"ffffffffffffffffffff", b"1 ; ext", b"0x5"])), False
-        out += size_text + b"\r\n" + part + b"\r\n"
+        size_text += draw(st.sampled_from([b"", b"", b"", b";ext", b" ; name=value", b';q="x"']))  # extensions: fine
+        end = b"\r\n"
+        edit = draw(st.integers(0, 14))
+        if edit == 0:
+            size_text, ok = draw(st.sampled_from([b"zz", b"-1", b"", b"ffffffffffffffffffff", b"0x5", b"+5",
+                                                  b" 5", b"5_0", b"\xd9\xa5"])), False
+            refuse = True
+        elif edit == 1:
+            end, ok, refuse = draw(st.sampled_from([b"XY", b"\r", b"x\r\n"])), False, True  # data past its size
+        out += size_text + b"\r\n" + part + end
         at += size
     if draw(st.integers(0, 9)):
         out += b"0\r\n\r\n"
     else:
         ok = False  # no last chunk
-    return out, ok
+    return out, ok, refuse
+
+
+# Interim responses a server may send before the final one (RFC 9110 §15.2): skipped.
+INTERIM = st.sampled_from([b"HTTP/1.1 100 Continue\r\n\r\n", b"HTTP/1.1 103 Early Hints\r\nLink: </s.css>\r\n\r\n",
+                           b"HTTP/1.1 102 Processing\r\n\r\n", b"HTTP/1.1 199 Misc\r\n\r\n"])
 
 
 @st.composite
@@ -78,36 +93,62 @@ def streams(draw) -> Stream:
     well_formed_status = status in (b"HTTP/1.1 200 OK", b"HTTP/1.0 200 OK")
     headers = draw(st.lists(HEADER_JUNK, max_size=4))
     framing = draw(st.sampled_from(["length", "length", "chunked", "chunked", "close", "bad_length", "short_length",
-                                    "long_length", "both"]))
+                                    "long_length", "both", "conflicting_lengths", "same_lengths", "codings"]))
     ok = well_formed_status and all(h.startswith(b"X-A") or h.startswith(b"Server") or h.startswith(b"Date")
                                     or h.startswith(b"Content-Type") for h in headers)
+    refuse = False  # framing a client must refuse, whatever else is wrong
     if framing == "length":
         headers.append(b"Content-Length: %d" % len(body))
         payload = body
     elif framing == "chunked":
         headers.append(b"Transfer-Encoding: chunked")
-        payload, chunk_ok = draw(chunked(body))
-        ok = ok and chunk_ok
+        payload, chunk_ok, refuse = draw(chunked(body))
+        ok = ok and chunk_ok and not status.startswith(b"HTTP/1.0")  # RFC 9112 §6.1: faulty on HTTP/1.0
+        refuse = refuse or status.startswith(b"HTTP/1.0")
     elif framing == "close":
-        payload = body  # the body runs to the close
+        payload = body  # the body runs to the close: whole only if its last line has its line feed
+        if body and not body.endswith(b"\n"):
+            ok, refuse = False, True
     elif framing == "bad_length":
-        headers.append(b"Content-Length: " + draw(st.sampled_from([b"abc", b"-5", b"1e3", b"5, 6", b""])))
-        payload, ok = body, False
+        headers.append(b"Content-Length: " + draw(st.sampled_from([b"abc", b"-5", b"1e3", b"5, 6", b"", b"+%d" % len(body),
+                                                                    b"%d_0" % len(body), b"0x10", b"%d 0" % len(body)])))
+        payload, ok, refuse = body, False, True
     elif framing == "short_length":
         headers.append(b"Content-Length: %d" % (len(body) + 10))  # promises more than it sends
         payload, ok = body, False
     elif framing == "long_length":
         headers.append(b"Content-Length: %d" % max(0, len(body) - 1))
         payload, ok = body, False
+    elif framing == "conflicting_lengths":  # RFC 9112 §6.3: unrecoverable
+        other = draw(st.sampled_from([len(body) + 1, max(0, len(body) - 1), 0]))
+        lengths = [b"Content-Length: %d" % len(body), b"Content-Length: %d" % other]
+        headers += draw(st.sampled_from([lengths, lengths[::-1], [b"Content-Length: %d, %d" % (len(body), other)]]))
+        payload, ok, refuse = body, False, other != len(body)
+    elif framing == "same_lengths":  # the same value twice: one length (§6.3 allows it)
+        headers += draw(st.sampled_from([[b"Content-Length: %d" % len(body)] * 2, [b"Content-Length: %d, %d" % (len(body),
+                                                                                                          len(body))]]))
+        payload = body
+    elif framing == "codings":  # a transfer coding nobody asked for, or chunked twice
+        headers.append(b"Transfer-Encoding: " + draw(st.sampled_from([b"gzip", b"gzip, chunked", b"chunked, chunked",
+                                                                       b"identity", b"chunked;x"])))
+        payload, ok, refuse = body, False, True
     else:
         headers += [b"Content-Length: %d" % len(body), b"Transfer-Encoding: chunked"]
-        payload, ok = body, False
-    wire = status + b"\r\n" + b"".join(h + b"\r\n" for h in headers) + b"\r\n" + payload
+        payload, ok, refuse = body, False, True
+    interim = draw(st.lists(INTERIM, max_size=3)) if draw(st.integers(0, 3)) == 0 else []
+    if draw(st.integers(0, 19)) == 0:
+        interim.append(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\n")  # asked for by nobody
+        ok, refuse = False, True
+    if not well_formed_status or headers != [h for h in headers if h in (b"X-A: b", b"Server: engine", b"Date: today",
+                                                                         b"Content-Type: text/plain")
+                                             or h.startswith((b"Content-Length", b"Transfer-Encoding"))]:
+        refuse = False  # another fault may decide first (a status, a junk field): any failure will do
+    wire = b"".join(interim) + status + b"\r\n" + b"".join(h + b"\r\n" for h in headers) + b"\r\n" + payload
     if draw(st.integers(0, 9)) == 0:
-        wire, ok = wire[: draw(st.integers(0, len(wire)))], False  # closed early
+        wire, ok, refuse = wire[: draw(st.integers(0, len(wire)))], False, False  # closed early
     cuts = sorted(draw(st.lists(st.integers(0, len(wire)), max_size=4)))
     pieces = tuple(wire[a:b] for a, b in zip([0, *cuts], [*cuts, len(wire)]) if wire[a:b])
-    return Stream(pieces, body if ok and len(body) <= MAX_BODY else None)
+    return Stream(pieces, body if ok and len(body) <= MAX_BODY else None, must_fail=refuse)
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
@@ -121,6 +162,7 @@ def test_fetch_returns_the_body_or_a_classified_failure_by_its_deadline(stream):
         assert exc.outcome in FAILURES, exc.detail
         assert stream.body is None, f"a well-formed response failed: {exc.outcome} {exc.detail}"
     else:
+        assert not stream.must_fail, f"framing a client must refuse was read: {response.body[:200]!r}"
         assert 200 <= response.status < 300 and len(response.body) <= MAX_BODY
         if stream.body is not None:
             assert response.body == stream.body

@@ -113,3 +113,33 @@ def test_engine_reader_keeps_an_answering_target(serve):
     fallback = serve(canned(http_response(BUSY)))
     reader = EngineReader(config_for(target, fallback=fallback))
     assert reader.read(1.0).outcome is ReadOutcome.IDLE and reader.target == target
+
+
+@pytest.mark.parametrize("busy_line", [
+    '{"vllm:num_requests_running\u200b",engine="1"} 4\n',  # a zero-width space after the name
+    '{"\ufeffvllm:num_requests_waiting"} 4\n',  # a BOM inside the quotes
+    'vllm:num_requests_run\u00adning{engine="1"} 4\n',  # a soft hyphen, no quotes at all
+    '{__name__="vllm:num_requests_running\x00"} 4\n',  # a NUL in the __name__ label
+    '# TYPE vllm:num_requests_running counter\nvllm:num_requests_running{engine="1"} 4\n',  # re-typed
+], ids=["zwsp", "bom", "soft-hyphen", "nul", "second-type-counter"])
+def test_a_work_gauge_hidden_from_the_sum_is_unparseable_never_idle(serve, busy_line):
+    # Each of these read idle: the busy series became an unrelated metric, the rest summed to zero.
+    body = (b'# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine="0"} 0\n'
+            b'# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{engine="0"} 0\n' + busy_line.encode())
+    r = read(serve(canned(http_response(body))))
+    assert r.outcome is ReadOutcome.UNPARSEABLE and r.outcome.verdict == "busy", (r.outcome, r.detail)
+
+
+@pytest.mark.parametrize("wire", [
+    # Two Content-Lengths: http.client took the first, the idle lines; the busy line was never read.
+    b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nContent-Length: %d\r\n\r\n" % (len(IDLE), len(IDLE + BUSY)) + IDLE + BUSY,
+    # Read to the close, cut inside the busy line's name: the rest parsed as idle.
+    b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + IDLE + b"vllm:num_requests_running",
+    # 103 Early Hints was the response: an empty body, incomplete; now the final 200 is read (busy).
+    b"HTTP/1.1 103 Early Hints\r\n\r\n" + http_response(BUSY),
+], ids=["conflicting-lengths", "close-delimited-mid-line", "early-hints"])
+def test_framing_the_rfc_does_not_trust_is_never_an_idle_read(serve, wire):
+    r = read(serve(canned(wire)))
+    assert r.outcome is not ReadOutcome.IDLE and r.outcome.verdict == "busy", (r.outcome, r.detail)
+    if b"103" in wire:
+        assert r.outcome is ReadOutcome.BUSY and r.in_flight == 3
