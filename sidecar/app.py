@@ -23,10 +23,10 @@ from modeldrain.hook.flags import parse_seconds
 from modeldrain.sidecar.command import CommandWatch
 from modeldrain.sidecar.constants import MAX_REQUEST_BODY_BYTES, TOKEN_FILE_WAIT_S
 from modeldrain.sidecar.drain_job import DrainJobs, DrainRefused
-from modeldrain.sidecar.envelope import Identity, work_envelope
+from modeldrain.sidecar.work_answer import Identity, work_answer
 from modeldrain.sidecar.lifecycle import Lifecycle
 from modeldrain.sidecar.metrics import SidecarMetrics
-from modeldrain.sidecar.sampler import Sample
+from modeldrain.sidecar.sampler import NumberedRead
 
 WORK = "/v1/work"
 DRAIN = "/v1/drain"
@@ -54,7 +54,7 @@ class Service:
     """Everything the handlers use, built once by the wiring in cli.py."""
 
     identity: Identity
-    coalescer: Coalescer[Sample]
+    coalescer: Coalescer[NumberedRead]
     lifecycle: Lifecycle
     metrics: SidecarMetrics
     tokens: TokenFile | None
@@ -138,7 +138,7 @@ async def work(request: web.Request) -> web.Response:
     except TimeoutError:
         raise ApiError(504, errors.READ_TIMEOUT,
                        f"no fresh read of the engine finished within {service.work_wait_s:g} s") from None
-    return _json(work_envelope(service.identity, sample, command=await service.command.current(),
+    return _json(work_answer(service.identity, sample, command=await service.command.current(),
                                terminating=service.lifecycle.terminating))
 
 

@@ -31,11 +31,11 @@ from modeldrain.sidecar.connections import ConnectionWatch
 from modeldrain.sidecar.drain_admission import DrainAdmission, drain_call_cap
 from modeldrain.sidecar.drain_job import DrainJobs
 from modeldrain.sidecar.config import SidecarConfig, build_parser, resolve_config
-from modeldrain.sidecar.envelope import Identity
+from modeldrain.sidecar.work_answer import Identity
 from modeldrain.sidecar.library_logs import route_library_logs
 from modeldrain.sidecar.lifecycle import Lifecycle
 from modeldrain.sidecar.metrics import SidecarMetrics
-from modeldrain.sidecar.sampler import EngineSampler, Sample
+from modeldrain.sidecar.sampler import EngineSampler, NumberedRead
 from modeldrain.sidecar.site import LimitedTCPSite
 
 OPENAPI_RESOURCE = "openapi.json"
@@ -49,7 +49,7 @@ async def serve(config: SidecarConfig, log: EventLog) -> int:
     metrics = SidecarMetrics()
     metrics.watch_log(log)
     sampler = EngineSampler(config.read, metrics, log, ConnectionWatch(config.proc_root, config.service_ports))
-    coalescer: Coalescer[Sample] = Coalescer(sampler.sample, constants.MIN_READ_INTERVAL_S)
+    coalescer: Coalescer[NumberedRead] = Coalescer(sampler.sample, constants.MIN_READ_INTERVAL_S)
     lifecycle = Lifecycle(coalescer, log, linger_max_s=config.linger_max_s,
                           poll_interval_s=constants.LINGER_POLL_INTERVAL_S)
 

@@ -16,7 +16,7 @@ import time
 from modeldrain.hook.events import EventLog
 from modeldrain.hook.outcome import ReadOutcome
 from modeldrain.sidecar.coalescer import Coalescer
-from modeldrain.sidecar.sampler import Sample
+from modeldrain.sidecar.sampler import NumberedRead
 
 
 class StopReason(enum.Enum):
@@ -26,7 +26,7 @@ class StopReason(enum.Enum):
 
 
 class Lifecycle:
-    def __init__(self, coalescer: Coalescer[Sample], log: EventLog, *, linger_max_s: float, poll_interval_s: float):
+    def __init__(self, coalescer: Coalescer[NumberedRead], log: EventLog, *, linger_max_s: float, poll_interval_s: float):
         self._coalescer = coalescer
         self._linger_max_s = linger_max_s
         self._poll_interval_s = poll_interval_s

@@ -1,6 +1,6 @@
 """The retirement protocol's conformance table: each scenario's rounds of answers and expected verdicts.
 
-The answers are rendered by the sidecar's own code (sidecar.envelope.work_envelope, the idle-run
+The answers are rendered by the sidecar's own code (sidecar.work_answer.work_answer, the idle-run
 tracker), so every body is a real modeldrain.sidecar/v2 answer; the expected verdict and reason of
 each round are written here by hand, from the spec. `--write` renders conformance/retirement/*.json,
 which the tests replay through sidecar/retirement.py and which another implementation (the
@@ -23,11 +23,11 @@ from modeldrain.hook.gauges import EngineKind, Role, gauge_set
 from modeldrain.hook.outcome import Read, ReadOutcome
 from modeldrain.sidecar.command import CommandSource, EngineCommand
 from modeldrain.sidecar.connections import RECENT_DATA_WINDOW_S, ConnectionCount
-from modeldrain.sidecar.envelope import Identity, work_envelope
-from modeldrain.sidecar.idle_run import IdleRunTracker
-from modeldrain.sidecar.incarnation import Evidence, Incarnation
+from modeldrain.sidecar.work_answer import Identity, work_answer
+from modeldrain.sidecar.sampler import RunTracker
+from modeldrain.sidecar.sampler import Evidence, Incarnation
 from modeldrain.sidecar.member import Member, PodIdentity
-from modeldrain.sidecar.sampler import Sample
+from modeldrain.sidecar.sampler import NumberedRead
 
 REPO = Path(__file__).resolve().parents[2]
 TABLE_DIR = REPO / "conformance" / "retirement"
@@ -84,8 +84,8 @@ class Sidecar:
     terminating: bool = False
     counts_connections: bool = False  # its answers carry `connections` (a sidecar of this release)
     _pending_restart: Evidence | None = None
-    _idle_run: IdleRunTracker = field(default_factory=IdleRunTracker)
-    _free_run: IdleRunTracker = field(default_factory=IdleRunTracker)
+    _idle_run: RunTracker = field(default_factory=RunTracker)
+    _free_run: RunTracker = field(default_factory=RunTracker)
     _last: dict | None = None
 
     def __post_init__(self) -> None:
@@ -97,7 +97,7 @@ class Sidecar:
         return Identity(instance=self.instance, version="0.1.0", started_at_unix=WALL_BASE - 3600.0, pod=self.pod,
                         member=Member(self.worker_index, self.group_size, "env", self.configuration))
 
-    def _sample(self, at_s: float, outcome: str, in_flight: int, connected: int | None = 0) -> Sample:
+    def _sample(self, at_s: float, outcome: str, in_flight: int, connected: int | None = 0) -> NumberedRead:
         self.seq += 1
         if self._pending_restart is not None and outcome != "refused":
             self.incarnation = Incarnation(self.incarnation.value + 1, self._pending_restart, self.seq)
@@ -109,13 +109,13 @@ class Sidecar:
         if self.counts_connections:
             count = _count(started, connected, busy=outcome == "busy")
             free_since = self._free_run.observe(self.seq, idle=connected == 0, incarnation=0)
-        return Sample(self.seq, WALL_BASE + at_s + LATENCY_S, read, self.incarnation, "http://127.0.0.1:8000/metrics",
+        return NumberedRead(self.seq, WALL_BASE + at_s + LATENCY_S, read, self.incarnation, "http://127.0.0.1:8000/metrics",
                       since, count, free_since)
 
     def answer(self, at_s: float, outcome: str = "idle", in_flight: int = 2, connected: int | None = 0) -> dict:
         """A read the controller asked for, as it arrives; `connected`: outside connections (None: unknown)."""
         sample = self._sample(at_s, outcome, in_flight, connected)
-        body = work_envelope(self.identity(), sample, command=self.command, terminating=self.terminating)
+        body = work_answer(self.identity(), sample, command=self.command, terminating=self.terminating)
         self._last = {"status": 200, "body": json.loads(json.dumps(body))}
         return self._last
 
@@ -135,8 +135,8 @@ class Sidecar:
         self.instance = _instance(self.name, generation)
         self.seq = 0
         self.incarnation = Incarnation(0, None, None)
-        self._idle_run = IdleRunTracker()
-        self._free_run = IdleRunTracker()
+        self._idle_run = RunTracker()
+        self._free_run = RunTracker()
 
 
 def _count(started: float, connected: int | None, busy: bool) -> ConnectionCount:

@@ -17,7 +17,7 @@ from modeldrain.hook.outcome import ReadOutcome
 from modeldrain.sidecar import app, errors
 from modeldrain.sidecar.command import CommandSource
 from modeldrain.sidecar.constants import DEFAULT_LISTEN_PORT, SCHEMA_VERSION
-from modeldrain.sidecar.incarnation import Evidence
+from modeldrain.sidecar.sampler import Evidence
 from .contract import SCHEMAS, SPEC, SPEC_PATH, assert_error, assert_work, violations
 from .secret_volume import k8s_secret
 from .sidecar_process import SidecarProcess, kill_now

@@ -7,6 +7,8 @@ import pytest
 from emulation.engine_process import EngineProcess
 from emulation.raw_server import RawServer, canned
 from .sidecar_process import SidecarProcess, kill_now
+from modeldrain.sidecar.sampler import RunTracker
+from modeldrain.sidecar.sampler import Evidence, IncarnationTracker, Observation
 
 # mode (and its parameters) -> (outcome, verdict, complete)
 MISBEHAVIOURS = {
@@ -130,3 +132,70 @@ def test_sglang_decode_before_its_first_request_is_incomplete_and_restart_withou
         assert back["engine"]["incarnation_evidence"] == "listener_returned"
         assert back["read"]["outcome"] == "incomplete"  # a fresh decode process: no gauges yet
         kill_now(engine)
+
+
+# --- which process answered: the incarnation tracker (pure) ---
+
+UP = Observation(answered=True)
+DOWN = Observation(answered=False)
+
+
+def feed(tracker, *observations):
+    return [tracker.observe(seq, obs) for seq, obs in enumerate(observations, 1)]
+
+
+def test_first_process_is_zero_even_after_loading_refusals():
+    # A native sidecar starts before its engine: refusals before the first answer are not a restart.
+    states = feed(IncarnationTracker(), DOWN, DOWN, Observation(True, 100.0), UP)
+    assert [s.value for s in states] == [0, 0, 0, 0]
+    assert states[-1].evidence is None
+
+
+def test_changed_start_time_bumps_once():
+    states = feed(IncarnationTracker(), Observation(True, 100.0), Observation(True, 100.0),
+                  Observation(True, 200.0), Observation(True, 200.0))
+    assert [s.value for s in states] == [0, 0, 1, 1]
+    assert states[2].evidence is Evidence.START_TIME_CHANGED and states[2].changed_at_seq == 3
+
+
+def test_a_start_time_missing_from_some_reads_is_not_a_change():
+    # A timeout or unparseable read carries no start time: that is not evidence.
+    states = feed(IncarnationTracker(), Observation(True, 100.0), Observation(True, None), Observation(True, 100.0))
+    assert states[-1].value == 0
+
+
+def test_listener_away_and_back_bumps_once_even_with_a_new_start_time():
+    states = feed(IncarnationTracker(), Observation(True, 100.0), DOWN, DOWN, Observation(True, 200.0), UP)
+    assert [s.value for s in states] == [0, 0, 0, 1, 1]
+    assert states[3].evidence is Evidence.START_TIME_CHANGED
+
+
+def test_listener_back_without_start_time_is_its_own_evidence():
+    # SGLang (prometheus multiprocess mode) serves no process_start_time_seconds.
+    states = feed(IncarnationTracker(), UP, DOWN, UP, DOWN, UP)
+    assert [s.value for s in states] == [0, 0, 1, 1, 2]
+    assert states[-1].evidence is Evidence.LISTENER_RETURNED and states[-1].changed_at_seq == 5
+
+
+def test_counter_going_backwards_bumps_and_restarts_the_baseline():
+    served = lambda n: Observation(True, counters={"served": n})  # noqa: E731
+    states = feed(IncarnationTracker(), served(10), served(12), served(1), served(3), served(2))
+    assert [s.value for s in states] == [0, 0, 1, 1, 2]
+    assert states[2].evidence is Evidence.COUNTER_WENT_BACKWARDS
+
+
+# --- where the idle run began: the run tracker (pure) ---
+
+def test_a_run_begins_at_its_first_idle_read_and_ends_at_any_other():
+    tracker = RunTracker()
+    seen = [tracker.observe(seq, idle=idle, incarnation=0)
+            for seq, idle in [(1, False), (2, True), (3, True), (5, True), (6, False), (7, True)]]
+    assert seen == [None, 2, 2, 2, None, 7]  # seq 4 went to nobody: the run still holds across it
+
+
+def test_a_new_engine_incarnation_starts_a_new_run_even_when_idle():
+    tracker = RunTracker()
+    assert tracker.observe(1, idle=True, incarnation=0) == 1
+    assert tracker.observe(2, idle=True, incarnation=0) == 1
+    assert tracker.observe(3, idle=True, incarnation=1) == 3
+    assert tracker.observe(4, idle=True, incarnation=1) == 3

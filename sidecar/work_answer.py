@@ -1,4 +1,4 @@
-"""The JSON body of GET /v1/work: one sample rendered with who answered. Pure.
+"""The JSON body of GET /v1/work: one numbered read rendered with who answered. Pure.
 
 Field meanings, and what a controller must check in each, are documented in sidecar/openapi.json
 and docs/controller.md; the read's own fields come from hook.outcome, so the controller sees the
@@ -15,7 +15,7 @@ from modeldrain.hook.outcome import ReadFields, read_fields
 from modeldrain.sidecar.command import EngineCommand
 from modeldrain.sidecar.constants import SCHEMA_VERSION
 from modeldrain.sidecar.member import Member, PodIdentity
-from modeldrain.sidecar.sampler import Sample
+from modeldrain.sidecar.sampler import NumberedRead
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ class EngineFields(TypedDict):
     incarnation_changed_at_seq: int | None
 
 
-class SampleFields(ReadFields):
+class NumberedReadFields(ReadFields):
     seq: int
     started_at: str
     started_monotonic_s: float
@@ -82,20 +82,20 @@ class ConnectionFields(TypedDict):
     detail: str
 
 
-class WorkEnvelope(TypedDict):
+class WorkAnswer(TypedDict):
     schema: str
     sidecar: SidecarFields
     pod: PodFields
     member: MemberFields
     engine: EngineFields
-    read: SampleFields
+    read: NumberedReadFields
     connections: NotRequired[ConnectionFields]
 
 
-def work_envelope(identity: Identity, sample: Sample, *, command: EngineCommand, terminating: bool) -> WorkEnvelope:
+def work_answer(identity: Identity, sample: NumberedRead, *, command: EngineCommand, terminating: bool) -> WorkAnswer:
     read = sample.read
     incarnation = sample.incarnation
-    envelope: WorkEnvelope = {
+    answer: WorkAnswer = {
         "schema": SCHEMA_VERSION,
         "sidecar": {
             "instance": identity.instance,
@@ -133,7 +133,7 @@ def work_envelope(identity: Identity, sample: Sample, *, command: EngineCommand,
     }
     if sample.connections is not None:
         count = sample.connections
-        envelope["connections"] = {
+        answer["connections"] = {
             "ports": list(count.ports),
             "established": count.established,
             "recent_data": count.recent_data,
@@ -143,4 +143,4 @@ def work_envelope(identity: Identity, sample: Sample, *, command: EngineCommand,
             "duration_ms": count.duration_ms,
             "detail": count.detail,
         }
-    return envelope
+    return answer
