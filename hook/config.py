@@ -37,7 +37,7 @@ from modeldrain.hook.flags import (
 from modeldrain.hook.gauges import DEFAULT_METRICS_PATH, DEFAULT_PORTS, EngineKind
 from modeldrain.hook.constants import LWS_LEADER_ADDRESS_ENV
 from modeldrain.hook.leader import LeaderConfig, leader_from_env, parse_leader_url
-from modeldrain.hook.target import Target
+from modeldrain.hook.target import Target, engine_hosts, on_hosts, usable_host
 
 T = TypeVar("T")
 
@@ -51,8 +51,9 @@ class ReadConfig:
     read_timeout_s: float
     max_body_bytes: int
     warnings: tuple[str, ...] = ()
-    # The engine's own --port when the target is elsewhere: read there if the target refuses.
-    fallback: Target | None = None
+    # Where else the engine can be, in order, when the target refuses (hook.reader.EngineReader):
+    # the other loopback addresses and the engine's own --host, then the engine's own --port.
+    alternates: tuple[Target, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -160,17 +161,32 @@ def resolve_read_config(args: argparse.Namespace) -> ReadConfig:
     metrics_path = args.path or annotations.get(PATH_ANNOTATION, parse_path) or DEFAULT_METRICS_PATH
     own_scheme = "https" if hint.tls else "http"
     scheme = args.scheme or annotations.get(SCHEME_ANNOTATION, parse_scheme) or own_scheme
-    fallback = None
+    target = Target(scheme=scheme, port=port, path=metrics_path, source=port_source)
+    hosts = engine_hosts(hint.host)
+    alternates = on_hosts(target, hosts)[1:]
     if hint.port is not None and hint.port != port:
-        fallback = Target(scheme=own_scheme, port=hint.port, path=metrics_path, source="cmdline")
+        own = Target(scheme=own_scheme, port=hint.port, path=metrics_path, source="cmdline")
+        alternates += on_hosts(own, hosts)
     return ReadConfig(
-        target=Target(scheme=scheme, port=port, path=metrics_path, source=port_source),
-        fallback=fallback,
+        target=on_hosts(target, hosts)[0],
+        alternates=alternates,
         hint=hint,
         read_timeout_s=args.read_timeout,
         max_body_bytes=args.max_body_bytes,
-        warnings=tuple(warnings),
+        warnings=tuple(warnings + list(hint.warnings) + _where_warnings(hint)),
     )
+
+
+def _where_warnings(hint: EngineHint) -> list[str]:
+    """What the engine's argv says about where it serves that the hook cannot follow."""
+    warnings = []
+    if hint.uds is not None:
+        warnings.append(f"the engine serves on the Unix socket {hint.uds} (vLLM --uds), on no TCP port: the hook "
+                        "cannot read its /metrics, so every read is refused and the drain ends unmeasurable "
+                        "(exit 11); serve on a port (drop --uds) for the hook to wait on its requests")
+    if hint.host is not None and usable_host(hint.host) is None:
+        warnings.append(f"the engine's --host {hint.host!r} is neither an address nor a name: reading loopback only")
+    return warnings
 
 
 def _follow_leader(text: str) -> Target | bool:

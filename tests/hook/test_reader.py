@@ -81,7 +81,8 @@ def test_restart_evidence_is_carried(serve):
 
 
 def config_for(target, fallback=None):
-    return ReadConfig(target=target, hint=NOHINT, read_timeout_s=1.0, max_body_bytes=1 << 20, fallback=fallback)
+    alternates = (fallback,) if fallback is not None else ()
+    return ReadConfig(target=target, hint=NOHINT, read_timeout_s=1.0, max_body_bytes=1 << 20, alternates=alternates)
 
 
 def refusing_target():
