@@ -38,6 +38,7 @@ from modeldrain.hook.gauges import DEFAULT_METRICS_PATH, DEFAULT_PORTS, EngineKi
 from modeldrain.hook.constants import LWS_LEADER_ADDRESS_ENV
 from modeldrain.hook.leader import LeaderConfig, leader_from_env, parse_leader_url
 from modeldrain.hook.target import Target, engine_hosts, on_hosts, usable_host
+from modeldrain.hook.token import read_token
 
 T = TypeVar("T")
 
@@ -87,7 +88,25 @@ def add_target_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--proc-root", default="/proc", help=argparse.SUPPRESS)  # tests: where argv is read
 
 
+def add_leader_flags(parser: argparse.ArgumentParser) -> None:
+    """Which leader a worker follows (the drain and `prestop check` take the same)."""
+    parser.add_argument("--follow-leader", metavar="URL", type=arg(_follow_leader),
+                        help="a worker of a multi-Pod replica: wait on the leader's drain-sidecar (http://HOST[:PORT]) "
+                        "instead of the local engine; default on for a LeaderWorkerSet worker (LWS_WORKER_INDEX > 0) "
+                        f"from {LWS_LEADER_ADDRESS_ENV} and port {constants.SIDECAR_PORT}; 'none' turns it off")
+    parser.add_argument("--leader-token-file", metavar="FILE", type=arg(_leader_token_file),
+                        help="bearer token for the leader's drain-sidecar (its --token-file); read at start with "
+                        "the sidecar's own rule, so a file it would refuse is a usage error here")
+
+
+def _leader_token_file(path: str) -> str:
+    """--leader-token-file: a file holding a token the sidecar would accept, checked at start."""
+    read_token(path)
+    return path
+
+
 def add_drain_flags(parser: argparse.ArgumentParser) -> None:
+    add_leader_flags(parser)
     parser.add_argument("--grace", type=seconds_arg("--grace", inclusive=False), default=constants.DEFAULT_GRACE_S,
                         metavar="SECONDS",
                         help=f"the Pod's terminationGracePeriodSeconds (default {constants.DEFAULT_GRACE_S:g})")
@@ -101,12 +120,6 @@ def add_drain_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--busy-interval", type=seconds_arg("--busy-interval", inclusive=False),
                         default=constants.BUSY_POLL_INTERVAL_S, metavar="SECONDS",
                         help=f"time between reads while work is in flight (default {constants.BUSY_POLL_INTERVAL_S:g})")
-    parser.add_argument("--follow-leader", metavar="URL", type=arg(_follow_leader),
-                        help="a worker of a multi-Pod replica: wait on the leader's drain-sidecar (http://HOST[:PORT]) "
-                        "instead of the local engine; default on for a LeaderWorkerSet worker (LWS_WORKER_INDEX > 0) "
-                        f"from {LWS_LEADER_ADDRESS_ENV} and port {constants.SIDECAR_PORT}; 'none' turns it off")
-    parser.add_argument("--leader-token-file", metavar="FILE",
-                        help="bearer token for the leader's drain-sidecar (its --token-file)")
     parser.add_argument("--quiet", action="store_true",
                         help="do not mirror the log lines to the container's log (PID 1's stdout)")
     parser.add_argument("--log-mirror", default=CONTAINER_LOG, help=argparse.SUPPRESS)  # tests: a file
