@@ -184,7 +184,7 @@ def after_read(state: DrainState, read: Read, *, following_leader: bool = False)
     if read.outcome.ends_drain:
         if following_leader:
             if new.leader_answered:
-                return new, Finish(DrainOutcome.LEADER_GONE, read.detail)
+                return new, Finish(DrainOutcome.LEADER_GONE, f"leader gone: {read.detail}")
             return new, None  # never answered: unknown, waited on to the deadline
         if state.answered and read.outcome is ReadOutcome.REFUSED:
             return new, Finish(DrainOutcome.ENGINE_GONE, f"the engine answered before and is gone now: {read.detail}")

@@ -110,7 +110,7 @@ class LeaderReader:
                              accept="application/json", headers=headers)
         except FetchError as exc:
             if exc.outcome is ReadOutcome.REFUSED:
-                return _read(ReadOutcome.REFUSED, f"leader gone: {exc.detail}")
+                return _read(ReadOutcome.REFUSED, f"the leader's drain-sidecar: {exc.detail}")
             if exc.outcome in (ReadOutcome.HTTP_ERROR, ReadOutcome.TLS_ERROR):
                 # Its token, its limits, a wrong URL: wait (the worker's deadline bounds it), and say so.
                 return _read(ReadOutcome.UNAVAILABLE, f"the leader's drain-sidecar answered {exc.detail}",
@@ -136,7 +136,7 @@ class LeaderReader:
                          leader_answered=True)
 
         if answer.verdict == "unmeasurable":
-            return judged(ReadOutcome.REFUSED, f"leader gone: its engine reads {answer.outcome} ({answer.detail})")
+            return judged(ReadOutcome.REFUSED, f"its engine reads {answer.outcome} ({answer.detail})")
         if last is not None and (last.instance, last.incarnation) != (seen.instance, seen.incarnation):
             return judged(ReadOutcome.INCOMPLETE, "the leader's sidecar or engine restarted since the last read")
         if last is not None and seen.seq <= last.seq:

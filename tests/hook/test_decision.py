@@ -199,7 +199,7 @@ def test_a_leader_that_never_answered_is_unknown_waited_on_and_unreachable_at_th
     """Issue 21: a wrong host or port refuses from the first read; that is not a leader that left."""
     s = DrainState()
     for at in (T0 + 5, T0 + 6, T0 + 7):
-        s, finish = after_read(s, read(ReadOutcome.REFUSED, at, detail="leader gone: refused"), following_leader=True)
+        s, finish = after_read(s, read(ReadOutcome.REFUSED, at, detail="the leader's drain-sidecar: connection refused"), following_leader=True)
         assert finish is None
     assert isinstance(next_step(plan(), s, T0 + 8, following_leader=True), ReadAt)
     fin = next_step(plan(), s, T0 + 25.0, following_leader=True)
@@ -217,7 +217,7 @@ def test_a_leader_that_answered_and_then_refuses_is_gone():
     assert finish is None and s.leader_answered
     s, finish = after_read(s, read(ReadOutcome.UNAVAILABLE, T0 + 6), following_leader=True)  # a 401 between
     assert finish is None and s.leader_answered
-    _, finish = after_read(s, read(ReadOutcome.REFUSED, T0 + 7, detail="leader gone: refused"), following_leader=True)
+    _, finish = after_read(s, read(ReadOutcome.REFUSED, T0 + 7, detail="the leader's drain-sidecar: connection refused"), following_leader=True)
     assert finish is not None and finish.outcome is DrainOutcome.LEADER_GONE
     # A leader that answered and then left: the deadline, if it came first, is the ordinary one.
     fin = next_step(plan(), s, T0 + 25.0, following_leader=True)

@@ -94,7 +94,7 @@ def test_a_restarted_leader_or_a_stale_read_is_not_a_second_idle(serve):
 def test_the_leaders_engine_gone_is_the_leader_gone(serve):
     leader = Leader(serve, [(answer(9, "refused", in_flight=None), "200 OK")])
     read = leader.reader().read(1.0)
-    assert read.outcome is ReadOutcome.REFUSED and read.detail.startswith("leader gone: its engine reads refused")
+    assert read.outcome is ReadOutcome.REFUSED and read.detail.startswith("its engine reads refused")
     assert read.leader_answered  # its sidecar answered: what makes it gone, not unknown
 
 
@@ -116,7 +116,7 @@ def test_refused_and_a_name_that_no_longer_resolves_mean_the_leader_is_gone():
     port = probe.getsockname()[1]
     probe.close()
     refused = LeaderReader(LeaderConfig(Target("http", port, "/v1/work"), None, "test")).read(1.0)
-    assert refused.outcome is ReadOutcome.REFUSED and refused.detail.startswith("leader gone")
+    assert refused.outcome is ReadOutcome.REFUSED and refused.detail.startswith("the leader's drain-sidecar: connection refused")
     gone = LeaderReader(LeaderConfig(parse_leader_url("http://leader-0.gone.invalid"), None, "test")).read(5.0)
     assert gone.outcome is ReadOutcome.REFUSED and "not found" in gone.detail
 
