@@ -172,4 +172,6 @@ def _scalar(raw: str) -> Value | Unfollowed:
         return Unfollowed(f"{raw!r}: a number PyYAML reads otherwise than its text")
     if ": " in raw or raw.endswith(":"):
         return Unfollowed("a mapping on the key's own line")
+    if raw[0] in ",]}" or (raw[0] in "-?:" and (len(raw) == 1 or raw[1] == " ")):
+        return Unfollowed(f"{raw[0]!r}: an indicator YAML does not allow to start a plain value")
     return raw

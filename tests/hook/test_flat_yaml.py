@@ -13,7 +13,10 @@ from modeldrain.hook.flat_yaml import FlatYamlError, Unfollowed, parse
 
 def agrees_with_pyyaml(text: str) -> dict:
     mine = parse(text)
-    theirs = yaml.safe_load(text) or {}
+    try:
+        theirs = yaml.safe_load(text) or {}
+    except yaml.YAMLError:
+        return mine  # the engine refuses to start on such a file: what the hook reads of it never matters
     assert set(mine) == set(theirs), (mine, theirs)
     for key, value in mine.items():
         if not isinstance(value, Unfollowed):
@@ -41,7 +44,7 @@ def test_what_is_not_a_flat_mapping_is_refused_whole(text):
 
 SCALARS = st.one_of(
     st.integers(-10**6, 10**6).map(str),
-    st.sampled_from(["true", "False", "yes", "NO", "on", "Off", "null", "~", "0x10", "0o7", "1_000", "1.5", "1e3",
+    st.sampled_from(["-", "- a", "-5", "?", ":", ",a", "true", "False", "yes", "NO", "on", "Off", "null", "~", "0x10", "0o7", "1_000", "1.5", "1e3",
                      ".5", "1:30", "0123", "::1", "0.0.0.0", "10.0.0.5", "/a/b.sock", "a#b", "a #b", "kv_producer"]),
     st.text(string.ascii_letters + string.digits + "-_./", min_size=1, max_size=12),
     st.text(string.ascii_letters + " '#:", max_size=8).map(lambda t: "'" + t.replace("'", "''") + "'"),
