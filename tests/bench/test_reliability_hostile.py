@@ -131,5 +131,8 @@ def test_the_hostile_leader_answers_are_a_class_of_the_catalogue_and_the_real_ho
     chosen = [next(c for c in leader if needle in c.name) for needle in ("v999", "3 in flight", "frozen", "prestop check")]
     for case in chosen:
         result = run_on(case, CONSOLE_SCRIPT)
-        assert result.problems == [] and not result.said_idle, (case.name, result)
+        # What the hook concludes; how late it returns on a loaded machine is the bench's figure, and
+        # the timing bound has its own test above.
+        wrong = [p for p in result.problems if not p.startswith("overrun")]
+        assert wrong == [] and not result.said_idle and result.exit_code in case.expected, (case.name, result)
     assert 12 in cases.DOCUMENTED_DRAIN_CODES and 12 in cases.DOCUMENTED_CHECK_CODES
