@@ -1,4 +1,4 @@
-"""A scripted TCP server on 127.0.0.1: real sockets, the bytes a test or a bench figure chooses.
+"""A scripted TCP server on 127.0.0.1 (or ::1): real sockets, the bytes a test or a bench figure chooses.
 
 The programs under test read it as they read an engine. Each connection is answered on its own
 thread, after the request's head arrived (unless told not to wait), by the responder set at that
@@ -29,12 +29,14 @@ class RawServer:
     connection sent before its answer."""
 
     def __init__(self, respond: Responder, tls_context: ssl.SSLContext | None = None,
-                 wait_for_request: bool = True) -> None:
+                 wait_for_request: bool = True, host: str = "127.0.0.1") -> None:
         self._respond = respond
         self._wait_for_request = wait_for_request
         self._tls = tls_context
         self._lock = threading.Lock()
-        self._sock = socket.create_server(("127.0.0.1", 0), backlog=BACKLOG)
+        # `host`: "::1" for an engine bound to IPv6 loopback alone.
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self._sock = socket.create_server((host, 0), family=family, backlog=BACKLOG)
         self.port: int = self._sock.getsockname()[1]
         self.connections = 0
         self.requests: list[bytes] = []

@@ -26,24 +26,28 @@ exit codes:
       (engine_gone); or, for a worker following its leader, the leader is gone
   10  deadline (G - exit reserve) reached with work in flight or unknown
   11  nothing to measure: refused from the start, HTTP error status or TLS handshake failure
+  12  a worker following its leader: the leader never once answered as a drain-sidecar (a wrong
+      host, port or token: it is unknown, not gone), and the worker waited to its deadline
   2   usage error
   130 interrupted by SIGINT before the drain finished
   143 terminated by SIGTERM before the drain finished
 
 The last line on stdout is one JSON object:
   {"event": "drain_finished", "outcome": "idle"|"deadline"|"unmeasurable"|"engine_gone"|"leader_gone"|
-   "terminated"|"interrupted",
+   "leader_unreachable"|"terminated"|"interrupted",
    "elapsed_s": ..., "in_flight": ..., "reads": ..., "reason": "...", "exit_code": ...}
 Each state change is logged as a JSON line on stderr and, unless --quiet, on the
 container's log stream (PID 1's stdout), so that `kubectl logs` shows the drain.
 
 subcommands:
-  prestop check    one read now, printed as JSON (exit 0 idle, 1 busy, 11 unmeasurable)
+  prestop check    one read now, printed as JSON (exit 0 idle, 1 busy, 11 unmeasurable, 12 the
+                   leader does not answer): a worker's check reads its leader, as its drain does
   prestop version  the version and how this executable was built
   prestop install DIR  copy this bundled executable to DIR/prestop (for an init container)
 """
 
-CHECK_EXIT_HELP = "exit codes: 0 idle, 1 busy (or incomplete, timed out, unparseable), 11 unmeasurable, 2 usage error"
+CHECK_EXIT_HELP = ("exit codes: 0 idle, 1 busy (or incomplete, timed out, unparseable), 11 unmeasurable, "
+                   "12 a worker's leader does not answer as a drain-sidecar (wrong host, port or token), 2 usage error")
 
 # A signal that ends the drain early, and what the drain then reports.
 _STOP_SIGNALS = {
@@ -133,15 +137,17 @@ def _drain_parser() -> argparse.ArgumentParser:
 
 
 def _check_parser() -> argparse.ArgumentParser:
-    from modeldrain.hook.config import add_target_flags
+    from modeldrain.hook.config import add_leader_flags, add_target_flags
     from modeldrain.hook.flags import Parser
 
     parser = Parser(
         prog="prestop check",
-        description="Read the engine's work gauges once and print what they say, as JSON.",
+        description="Read the engine's work gauges once and print what they say, as JSON; a worker "
+        "following its leader reads the leader's drain-sidecar instead, as its drain would.",
         epilog=CHECK_EXIT_HELP,
     )
     add_target_flags(parser)
+    add_leader_flags(parser)
     return parser
 
 
@@ -192,12 +198,16 @@ def _remove_leftovers(log: EventLog) -> None:
 
 
 def check(argv: list[str]) -> int:
-    from modeldrain.hook.config import resolve_read_config
+    from modeldrain.hook.config import resolve_leader, resolve_read_config
     from modeldrain.hook.outcome import ReadOutcome, read_fields
     from modeldrain.hook.reader import EngineReader
 
-    config = resolve_read_config(_check_parser().parse_args(argv))
+    args = _check_parser().parse_args(argv)
+    config = resolve_read_config(args)
     warnings = list(config.warnings)
+    leader = resolve_leader(args, os.environ, warnings)
+    if leader is not None:
+        return _check_leader(leader, config.read_timeout_s, warnings)
     # The drain's own reader: where the drain would move to the engine's own --port, so does the check.
     reader = EngineReader(config, warnings.append)
     read = reader.read(config.read_timeout_s)
@@ -206,6 +216,26 @@ def check(argv: list[str]) -> int:
               "process_start_time": read.process_start_time, "restart_counters": dict(read.restart_counters),
               "warnings": warnings}
     print(json.dumps(report, indent=2))
+    if read.outcome is ReadOutcome.IDLE:
+        return ExitCode.OK
+    return ExitCode.UNMEASURABLE if read.outcome.ends_drain else ExitCode.BUSY
+
+
+def _check_leader(leader: Any, timeout_s: float, warnings: list[str]) -> int:
+    """A worker's check: one read of its leader with the drain's own reader (the same URL, token
+    file and rules). A leader that does not answer as a drain-sidecar is what its drain would wait
+    on to the deadline and end as leader_unreachable: exit 12, with a one-line reason on stderr."""
+    from modeldrain.hook.leader import LeaderReader
+    from modeldrain.hook.outcome import ReadOutcome, read_fields
+
+    read = LeaderReader(leader).read(timeout_s)
+    report = {"target": leader.target.url, "target_source": f"the leader's drain-sidecar, from {leader.source}",
+              "leader_answered": read.leader_answered, **read_fields(read), "warnings": warnings}
+    print(json.dumps(report, indent=2))
+    if not read.leader_answered:
+        print(f"prestop check: the leader {leader.target.url} does not answer as a drain-sidecar: {read.detail}",
+              file=sys.stderr)
+        return ExitCode.LEADER_UNREACHABLE
     if read.outcome is ReadOutcome.IDLE:
         return ExitCode.OK
     return ExitCode.UNMEASURABLE if read.outcome.ends_drain else ExitCode.BUSY

@@ -37,7 +37,8 @@ from modeldrain.hook.flags import (
 from modeldrain.hook.gauges import DEFAULT_METRICS_PATH, DEFAULT_PORTS, EngineKind
 from modeldrain.hook.constants import LWS_LEADER_ADDRESS_ENV
 from modeldrain.hook.leader import LeaderConfig, leader_from_env, parse_leader_url
-from modeldrain.hook.target import Target
+from modeldrain.hook.target import Target, engine_hosts, on_hosts, usable_host
+from modeldrain.hook.token import read_token
 
 T = TypeVar("T")
 
@@ -51,8 +52,9 @@ class ReadConfig:
     read_timeout_s: float
     max_body_bytes: int
     warnings: tuple[str, ...] = ()
-    # The engine's own --port when the target is elsewhere: read there if the target refuses.
-    fallback: Target | None = None
+    # Where else the engine can be, in order, when the target refuses (hook.reader.EngineReader):
+    # the other loopback addresses and the engine's own --host, then the engine's own --port.
+    alternates: tuple[Target, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -86,7 +88,25 @@ def add_target_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--proc-root", default="/proc", help=argparse.SUPPRESS)  # tests: where argv is read
 
 
+def add_leader_flags(parser: argparse.ArgumentParser) -> None:
+    """Which leader a worker follows (the drain and `prestop check` take the same)."""
+    parser.add_argument("--follow-leader", metavar="URL", type=arg(_follow_leader),
+                        help="a worker of a multi-Pod replica: wait on the leader's drain-sidecar (http://HOST[:PORT]) "
+                        "instead of the local engine; default on for a LeaderWorkerSet worker (LWS_WORKER_INDEX > 0) "
+                        f"from {LWS_LEADER_ADDRESS_ENV} and port {constants.SIDECAR_PORT}; 'none' turns it off")
+    parser.add_argument("--leader-token-file", metavar="FILE", type=arg(_leader_token_file),
+                        help="bearer token for the leader's drain-sidecar (its --token-file); read at start with "
+                        "the sidecar's own rule, so a file it would refuse is a usage error here")
+
+
+def _leader_token_file(path: str) -> str:
+    """--leader-token-file: a file holding a token the sidecar would accept, checked at start."""
+    read_token(path)
+    return path
+
+
 def add_drain_flags(parser: argparse.ArgumentParser) -> None:
+    add_leader_flags(parser)
     parser.add_argument("--grace", type=seconds_arg("--grace", inclusive=False), default=constants.DEFAULT_GRACE_S,
                         metavar="SECONDS",
                         help=f"the Pod's terminationGracePeriodSeconds (default {constants.DEFAULT_GRACE_S:g})")
@@ -100,12 +120,6 @@ def add_drain_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--busy-interval", type=seconds_arg("--busy-interval", inclusive=False),
                         default=constants.BUSY_POLL_INTERVAL_S, metavar="SECONDS",
                         help=f"time between reads while work is in flight (default {constants.BUSY_POLL_INTERVAL_S:g})")
-    parser.add_argument("--follow-leader", metavar="URL", type=arg(_follow_leader),
-                        help="a worker of a multi-Pod replica: wait on the leader's drain-sidecar (http://HOST[:PORT]) "
-                        "instead of the local engine; default on for a LeaderWorkerSet worker (LWS_WORKER_INDEX > 0) "
-                        f"from {LWS_LEADER_ADDRESS_ENV} and port {constants.SIDECAR_PORT}; 'none' turns it off")
-    parser.add_argument("--leader-token-file", metavar="FILE",
-                        help="bearer token for the leader's drain-sidecar (its --token-file)")
     parser.add_argument("--quiet", action="store_true",
                         help="do not mirror the log lines to the container's log (PID 1's stdout)")
     parser.add_argument("--log-mirror", default=CONTAINER_LOG, help=argparse.SUPPRESS)  # tests: a file
@@ -160,17 +174,32 @@ def resolve_read_config(args: argparse.Namespace) -> ReadConfig:
     metrics_path = args.path or annotations.get(PATH_ANNOTATION, parse_path) or DEFAULT_METRICS_PATH
     own_scheme = "https" if hint.tls else "http"
     scheme = args.scheme or annotations.get(SCHEME_ANNOTATION, parse_scheme) or own_scheme
-    fallback = None
+    target = Target(scheme=scheme, port=port, path=metrics_path, source=port_source)
+    hosts = engine_hosts(hint.host)
+    alternates = on_hosts(target, hosts)[1:]
     if hint.port is not None and hint.port != port:
-        fallback = Target(scheme=own_scheme, port=hint.port, path=metrics_path, source="cmdline")
+        own = Target(scheme=own_scheme, port=hint.port, path=metrics_path, source="cmdline")
+        alternates += on_hosts(own, hosts)
     return ReadConfig(
-        target=Target(scheme=scheme, port=port, path=metrics_path, source=port_source),
-        fallback=fallback,
+        target=on_hosts(target, hosts)[0],
+        alternates=alternates,
         hint=hint,
         read_timeout_s=args.read_timeout,
         max_body_bytes=args.max_body_bytes,
-        warnings=tuple(warnings),
+        warnings=tuple(warnings + list(hint.warnings) + _where_warnings(hint)),
     )
+
+
+def _where_warnings(hint: EngineHint) -> list[str]:
+    """What the engine's argv says about where it serves that the hook cannot follow."""
+    warnings = []
+    if hint.uds is not None:
+        warnings.append(f"the engine serves on the Unix socket {hint.uds} (vLLM --uds), on no TCP port: the hook "
+                        "cannot read its /metrics, so every read is refused and the drain ends unmeasurable "
+                        "(exit 11); serve on a port (drop --uds) for the hook to wait on its requests")
+    if hint.host is not None and usable_host(hint.host) is None:
+        warnings.append(f"the engine's --host {hint.host!r} is neither an address nor a name: reading loopback only")
+    return warnings
 
 
 def _follow_leader(text: str) -> Target | bool:

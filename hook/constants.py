@@ -54,6 +54,11 @@ MAX_BODY_BYTES = 4 * 1024 * 1024
 # leader's sidecar there.
 SIDECAR_PORT = 8490
 
+# The schema of drain-sidecar's answers (sidecar/constants.py explains its versions). A worker's
+# hook trusts a leader's answer only in exactly this schema: a field layout it was not written
+# for is not read as if it were.
+SIDECAR_SCHEMA = "modeldrain.sidecar/v2"
+
 # A bearer token file (the sidecar's --token-file, a worker hook's --leader-token-file) holds one
 # token; anything bigger is not a token.
 MAX_TOKEN_FILE_BYTES = 4096

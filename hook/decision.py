@@ -27,6 +27,9 @@ class DrainOutcome(enum.Enum):
     UNMEASURABLE = "unmeasurable"  # refused / HTTP error / TLS failure: exit 11
     LEADER_GONE = "leader_gone"  # a worker following its leader: the leader's sidecar or engine is gone: exit 0
     ENGINE_GONE = "engine_gone"  # the engine answered, then its listener closed: it has exited: exit 0
+    # A worker following its leader: the leader never once answered as a drain-sidecar (a wrong host,
+    # port or token), so it is unknown, not gone; the worker waited to its deadline: exit 12
+    LEADER_UNREACHABLE = "leader_unreachable"
 
     @property
     def exit_code(self) -> ExitCode:
@@ -42,6 +45,9 @@ _EXIT_CODES = {
     # The engine answered earlier and refuses now: it has exited (another container's hook, as a
     # routing proxy's, sees its engine stop), so there is nothing left to wait for.
     DrainOutcome.ENGINE_GONE: ExitCode.OK,
+    # Not a drain that happened: a worker configured with a leader that is not there. Non-zero, so
+    # kubelet's FailedPreStopHook event shows it.
+    DrainOutcome.LEADER_UNREACHABLE: ExitCode.LEADER_UNREACHABLE,
 }
 
 _SPLIT_ROLES = (Role.PREFILL, Role.DECODE)
@@ -112,6 +118,7 @@ class DrainState:
     idle_streak: int = 0
     last_read: Read | None = None
     answered: bool = False  # some read got an HTTP answer from the engine
+    leader_answered: bool = False  # a worker's read of its leader got a well-formed /v1/work answer
     first_idle_at: float | None = None  # when the current streak's first idle read started
 
 
@@ -137,7 +144,7 @@ def busy_spacing_s(read_duration_s: float, *, busy_interval_s: float, interval_s
     return min(interval_s, max(busy_interval_s, read_duration_s / BUSY_READ_ENGINE_SHARE))
 
 
-def next_step(plan: DrainPlan, state: DrainState, now: float) -> ReadAt | Finish:
+def next_step(plan: DrainPlan, state: DrainState, now: float, *, following_leader: bool = False) -> ReadAt | Finish:
     """When to read next, or that the deadline comes first.
 
     After the route wait: every `busy_interval_s` while work is in flight (the first idle read
@@ -156,28 +163,43 @@ def next_step(plan: DrainPlan, state: DrainState, now: float) -> ReadAt | Finish
         due_at = last.started_at + plan.interval_s
     at = max(now, due_at)
     if at >= plan.deadline_at:
+        if following_leader and not state.leader_answered:
+            return Finish(DrainOutcome.LEADER_UNREACHABLE, _unreachable_reason(state), at=plan.deadline_at)
         return Finish(DrainOutcome.DEADLINE, _deadline_reason(state), at=plan.deadline_at)
     return ReadAt(at=at, timeout_s=min(plan.read_timeout_s, plan.deadline_at - at))
 
 
 def after_read(state: DrainState, read: Read, *, following_leader: bool = False) -> tuple[DrainState, Finish | None]:
     """Fold one read into the state; finish on a read that ends the drain or on enough idle reads.
-    For a worker following its leader, a read that ends the drain means the leader is gone; a
-    refusal after the engine has answered means the engine has exited."""
+    For a worker following its leader, a read that ends the drain means the leader is gone once
+    the leader has answered; before that the leader is unknown (a wrong host, port or token looks
+    the same), and the worker waits for it to its deadline. A refusal after the engine has answered
+    means the engine has exited."""
     idle = read.outcome.is_idle
     streak = state.idle_streak + 1 if idle else 0
     first_idle_at = (state.first_idle_at if state.idle_streak else read.started_at) if idle else None
     new = DrainState(reads=state.reads + 1, idle_streak=streak, last_read=read, first_idle_at=first_idle_at,
-                     answered=state.answered or read.http_status is not None)
+                     answered=state.answered or read.http_status is not None,
+                     leader_answered=state.leader_answered or read.leader_answered)
     if read.outcome.ends_drain:
         if following_leader:
-            return new, Finish(DrainOutcome.LEADER_GONE, read.detail)
+            if new.leader_answered:
+                return new, Finish(DrainOutcome.LEADER_GONE, f"leader gone: {read.detail}")
+            return new, None  # never answered: unknown, waited on to the deadline
         if state.answered and read.outcome is ReadOutcome.REFUSED:
             return new, Finish(DrainOutcome.ENGINE_GONE, f"the engine answered before and is gone now: {read.detail}")
         return new, Finish(DrainOutcome.UNMEASURABLE, f"nothing to measure: {read.detail}")
     if streak >= IDLE_READS_REQUIRED:
         return new, Finish(DrainOutcome.IDLE, f"{streak} consecutive complete reads summed to zero")
     return new, None
+
+
+def _unreachable_reason(state: DrainState) -> str:
+    last = state.last_read
+    if last is None:
+        return "deadline reached before the first read of the leader"
+    return (f"the leader never answered as a drain-sidecar in {state.reads} reads (last: {last.outcome.value}: "
+            f"{last.detail}); check --follow-leader's host and port and --leader-token-file")
 
 
 def _deadline_reason(state: DrainState) -> str:

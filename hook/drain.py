@@ -97,7 +97,7 @@ def run_drain(config: DrainConfig, started_at: float, log: EventLog, *,
     state = DrainState()
     progress = _ProgressLog(log)
     while True:
-        step = next_step(plan, state, clock.now())
+        step = next_step(plan, state, clock.now(), following_leader=following_leader)
         clock.sleep_until(step.at if step.at is not None else clock.now())
         if isinstance(step, Finish):
             return _result(state, step, started_at, clock.now())

@@ -12,6 +12,7 @@ import json
 import os
 from dataclasses import dataclass, replace
 
+from modeldrain.hook.engine_argv import EngineArgs
 from modeldrain.hook.flags import parse_port
 from modeldrain.hook.gauges import EngineKind, Role
 
@@ -23,10 +24,14 @@ class EngineHint:
     kind: EngineKind | None = None
     role: Role | None = None
     port: int | None = None  # the engine's own --port, when its argv names one
+    host: str | None = None  # the engine's own --host, when its argv names one
+    uds: str | None = None  # vLLM's --uds: it serves on this Unix socket, on no TCP port at all
     tls: bool = False  # the engine's argv names a certificate (--ssl-certfile): it serves https
     source: str = "none"  # "flag", "cmdline", "none"
     # The argv words that make it one half of a prefill/decode pair (disaggregation_marks); () when none.
     disaggregation: tuple[str, ...] = ()
+    # What of the engine's argv could not be followed (hook.engine_argv), for the config's warnings.
+    warnings: tuple[str, ...] = ()
 
     def merged(self, fallback: "EngineHint") -> "EngineHint":
         """Fill what this hint leaves open from a weaker one."""
@@ -35,9 +40,12 @@ class EngineHint:
             kind=self.kind or fallback.kind,
             role=self.role or fallback.role,
             port=self.port if self.port is not None else fallback.port,
+            host=self.host if self.host is not None else fallback.host,
+            uds=self.uds if self.uds is not None else fallback.uds,
             tls=self.tls or fallback.tls,
             source=self.source if self.kind else fallback.source,
             disaggregation=self.disaggregation or fallback.disaggregation,
+            warnings=self.warnings + fallback.warnings,
         )
 
 
@@ -46,30 +54,38 @@ class EngineHint:
 # vLLM its data-parallel balance flags, which the operator renders on a prefill or decode role.
 # vLLM's own KV-transfer role of a producer or consumer says the same and counts too: a refusal
 # holds the replica in place, so a mark too many costs capacity, never a request.
-VLLM_DATA_PARALLEL_BALANCE_FLAGS = frozenset({"--data-parallel-external-lb", "-dpe",
-                                              "--data-parallel-hybrid-lb", "-dph"})
+# Each balance flag with its short alias and its negation (argparse's BooleanOptionalAction: the
+# last of the three given decides).
+VLLM_DATA_PARALLEL_BALANCE_FLAGS = (
+    (("--data-parallel-external-lb", "-dpe"), "--no-data-parallel-external-lb"),
+    (("--data-parallel-hybrid-lb", "-dph"), "--no-data-parallel-hybrid-lb"),
+)
 VLLM_SPLIT_KV_ROLES = frozenset({"kv_producer", "kv_consumer"})
 SGLANG_SPLIT_MODES = frozenset({"prefill", "decode"})
+_KV_TRANSFER_CONFIG = "--kv-transfer-config"
 
 
-def disaggregation_marks(kind: EngineKind, argv: list[str]) -> tuple[str, ...]:
-    """The words of `argv` that make this engine one half of a prefill/decode pair; () when none."""
+def disaggregation_marks(kind: EngineKind, args: EngineArgs) -> tuple[str, ...]:
+    """The words of the engine's flags that make it one half of a prefill/decode pair; () when none."""
     if kind is EngineKind.SGLANG:
-        mode = _flag_value(argv, "--disaggregation-mode")
+        mode = args.value("--disaggregation-mode")
         return (f"--disaggregation-mode={mode}",) if mode in SGLANG_SPLIT_MODES else ()
-    marks = [arg for arg in argv if arg in VLLM_DATA_PARALLEL_BALANCE_FLAGS]
-    kv_role = _kv_role(argv)
+    marks = [word for names, negation in VLLM_DATA_PARALLEL_BALANCE_FLAGS
+             if (word := args.switch(names, negation)) is not None]
+    kv_role = _kv_role(args)
     if kv_role in VLLM_SPLIT_KV_ROLES:
         marks.append(f"--kv-transfer-config kv_role={kv_role}")
     return tuple(marks)
 
 
-def _kv_role(argv: list[str]) -> str | None:
-    """vLLM's KV-transfer role: --kv-transfer-config JSON, or its dotted form --kv-transfer-config.kv_role."""
-    dotted = _flag_value(argv, "--kv-transfer-config.kv_role")
-    if dotted is not None:
-        return dotted
-    text = _flag_value(argv, "--kv-transfer-config")
+def _kv_role(args: EngineArgs) -> str | None:
+    """vLLM's KV-transfer role. Its parser gathers the dotted words (--kv-transfer-config.kv_role X)
+    into one JSON value it appends after every other word, so where any dotted word is given, that
+    value replaces a whole --kv-transfer-config JSON, kv_role or not."""
+    dotted = [i for i, word in enumerate(args.words) if word.split("=", 1)[0].startswith(_KV_TRANSFER_CONFIG + ".")]
+    if dotted:
+        return args.value(_KV_TRANSFER_CONFIG + ".kv_role")
+    text = args.value(_KV_TRANSFER_CONFIG)
     if text is None:
         return None
     try:
@@ -80,24 +96,30 @@ def _kv_role(argv: list[str]) -> str | None:
     return role if isinstance(role, str) else None
 
 
-def hint_from_argv(argv: list[str]) -> EngineHint | None:
-    """Recognize `vllm serve …`, vLLM's api_server module, and SGLang's launch_server."""
+def hint_from_argv(argv: list[str], cwd: str | None = None) -> EngineHint | None:
+    """Recognize `vllm serve …`, vLLM's api_server module, and SGLang's launch_server; read their
+    flags as the engine's parser does (hook.engine_argv). `cwd`: the engine's working directory,
+    where a relative --config path is."""
     kind = _kind_of(argv)
     if kind is None:
         return None
+    args = EngineArgs.read(argv, cwd)
     role = None
     if kind is EngineKind.SGLANG:
-        mode = _flag_value(argv, "--disaggregation-mode")
+        mode = args.value("--disaggregation-mode")
         role = Role.UNIFIED
         if mode in SGLANG_SPLIT_MODES:
             role = Role(mode)
     return EngineHint(
         kind=kind,
         role=role,
-        port=_port(_flag_value(argv, "--port")),
-        tls=_flag_value(argv, "--ssl-certfile") is not None,
+        port=_port(args.value("--port")),
+        host=args.value("--host") or None,
+        uds=args.value("--uds") or None if kind is EngineKind.VLLM else None,
+        tls=bool(args.value("--ssl-certfile")),
         source="cmdline",
-        disaggregation=disaggregation_marks(kind, argv),
+        disaggregation=disaggregation_marks(kind, args),
+        warnings=args.warnings,
     )
 
 
@@ -123,7 +145,7 @@ def hint_from_proc(proc_root: str = "/proc") -> EngineHint:
         except OSError:
             continue  # the process ended, or is not ours to read
         argv = [a.decode("utf-8", "replace") for a in raw.split(b"\0") if a]
-        hint = hint_from_argv(argv)
+        hint = hint_from_argv(argv, cwd=os.path.join(proc_root, pid, "cwd"))
         if hint is not None:
             hints.add(hint)
     return hints.pop() if len(hints) == 1 else EngineHint()
@@ -172,12 +194,3 @@ def _port(text: str | None) -> int | None:
         return parse_port(text)
     except ValueError:
         return None
-
-
-def _flag_value(argv: list[str], flag: str) -> str | None:
-    for i, arg in enumerate(argv):
-        if arg == flag and i + 1 < len(argv):
-            return argv[i + 1]
-        if arg.startswith(flag + "="):
-            return arg[len(flag) + 1 :]
-    return None

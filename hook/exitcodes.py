@@ -17,5 +17,6 @@ class ExitCode(enum.IntEnum):
     LISTEN_FAILED = 3  # drain-sidecar: cannot listen on --listen
     DEADLINE = 10  # the drain reached G - exit reserve with work in flight or unknown
     UNMEASURABLE = 11  # nothing to measure: refused, HTTP error status, TLS handshake failure
+    LEADER_UNREACHABLE = 12  # a worker's leader never answered as a drain-sidecar (wrong host, port or token)
     INTERRUPTED = 130  # SIGINT before the drain finished (128 + 2)
     TERMINATED = 143  # SIGTERM before the drain finished (128 + 15)

@@ -103,30 +103,48 @@ def _remaining(deadline_at: float) -> float:
 
 
 def _connect(target: Target, deadline_at: float) -> socket.socket:
-    address = _resolve(target, deadline_at)
-    try:
-        return socket.create_connection(address, timeout=_remaining(deadline_at))
-    except ConnectionRefusedError:
-        # The one answer that means nothing listens there: the drain ends at once.
-        raise FetchError(ReadOutcome.REFUSED, f"connection refused on {target.host}:{target.port}") from None
-    except TimeoutError:
-        raise FetchError(ReadOutcome.TIMEOUT, "connect timed out") from None
-    except OSError as exc:
-        # Anything else is this side's trouble (ephemeral ports exhausted, no descriptors or
-        # buffers left, a reset in the handshake) while the engine may well listen and be busy:
-        # keep waiting, and say which.
-        name = errno.errorcode.get(exc.errno or 0, "no errno")
-        raise FetchError(ReadOutcome.CONNECT_ERROR,
-                         f"cannot connect to {target.host}:{target.port}: {name} {exc.strerror or exc}") from None
+    """A connection to the first of the target's addresses that takes one. A name that resolves
+    to several (an IPv6 and an IPv4 address) is refused only when every address refuses: each
+    address gets an equal share of the time left, so one that does not answer leaves the others
+    theirs."""
+    addresses = _resolve(target, deadline_at)
+    refused: list[str] = []
+    other: FetchError | None = None
+    for i, address in enumerate(addresses):
+        share_s = _remaining(deadline_at) / (len(addresses) - i)
+        try:
+            return socket.create_connection(address, timeout=share_s)
+        except ConnectionRefusedError:
+            refused.append(_shown(address))
+        except TimeoutError:
+            other = other or FetchError(ReadOutcome.TIMEOUT, f"connect to {_shown(address)} timed out")
+        except OSError as exc:
+            # Anything else is this side's trouble (ephemeral ports exhausted, no descriptors or
+            # buffers left, a reset in the handshake) while the engine may well listen and be busy:
+            # keep waiting, and say which.
+            name = errno.errorcode.get(exc.errno or 0, "no errno")
+            other = other or FetchError(ReadOutcome.CONNECT_ERROR,
+                                        f"cannot connect to {_shown(address)}: {name} {exc.strerror or exc}")
+    if other is not None:
+        raise other
+    # The one answer that means nothing listens there, from every address: the drain ends at once.
+    where = target.netloc if len(addresses) == 1 else f"{target.netloc} (every address: {', '.join(refused)})"
+    raise FetchError(ReadOutcome.REFUSED, f"connection refused on {where}")
 
 
-def _resolve(target: Target, deadline_at: float) -> tuple[str, int]:
-    """The target's address. The engine is an IP literal; a leader's sidecar is a DNS name, looked
-    up on a thread so that a resolver that does not answer cannot hold the read past its deadline."""
+def _shown(address: tuple[str, int]) -> str:
+    host, port = address
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _resolve(target: Target, deadline_at: float) -> list[tuple[str, int]]:
+    """Every address of the target, in the resolver's order. The engine is an IP literal; a
+    leader's sidecar is a DNS name, looked up on a thread so that a resolver that does not answer
+    cannot hold the read past its deadline."""
     for family in (socket.AF_INET, socket.AF_INET6):
         try:
             socket.inet_pton(family, target.host)
-            return target.host, target.port
+            return [(target.host, target.port)]
         except OSError:
             continue  # not an address of this family
     found: list[tuple[str, int]] = []
@@ -135,16 +153,20 @@ def _resolve(target: Target, deadline_at: float) -> tuple[str, int]:
     def lookup() -> None:
         try:
             infos = socket.getaddrinfo(target.host, target.port, type=socket.SOCK_STREAM)
-            host, port = infos[0][4][:2]
-            found.append((str(host), int(port)))
+            for info in infos:
+                address = (str(info[4][0]), int(info[4][1]))
+                if address not in found:
+                    found.append(address)
         except (OSError, UnicodeError) as exc:  # UnicodeError: a name the IDNA codec refuses
             failed.append(exc)
 
     resolver = threading.Thread(target=lookup, name="resolve", daemon=True)
     resolver.start()
     resolver.join(_remaining(deadline_at))
+    if resolver.is_alive():
+        raise FetchError(ReadOutcome.TIMEOUT, f"resolving {target.host} timed out")
     if found:
-        return found[0]
+        return list(found)
     if failed:
         exc = failed[0]
         if isinstance(exc, socket.gaierror) and exc.errno in _NAME_NOT_FOUND:
@@ -152,7 +174,7 @@ def _resolve(target: Target, deadline_at: float) -> tuple[str, int]:
             raise FetchError(ReadOutcome.REFUSED, f"{target.host} not found ({exc.strerror})")
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise FetchError(ReadOutcome.CONNECT_ERROR, f"cannot resolve {target.host}: {reason}")
-    raise FetchError(ReadOutcome.TIMEOUT, f"resolving {target.host} timed out")
+    raise FetchError(ReadOutcome.CONNECT_ERROR, f"cannot resolve {target.host}: no address")
 
 
 # getaddrinfo's answers that the name does not exist (not that the resolver is unreachable).
@@ -180,7 +202,7 @@ def _send(sock: socket.socket, target: Target, deadline_at: float, accept: str, 
     extra = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
     request = (
         f"GET {target.path} HTTP/1.1\r\n"
-        f"Host: {target.host}:{target.port}\r\n"
+        f"Host: {target.netloc}\r\n"
         f"User-Agent: modeldrain/{__version__}\r\n"
         f"Accept: {accept}\r\n"
         "Accept-Encoding: identity\r\n"

@@ -7,22 +7,28 @@ shards the leader's running requests need. So a worker's hook reads the leader's
 reads, complete envelopes, the same sidecar and engine process), when the leader is gone (its
 sidecar refuses, its name no longer resolves, or its own engine is gone), or at the worker's
 deadline. Every answer becomes a `Read`, so the drain's rules are the same ones.
+
+An answer counts only in the one schema this hook knows (SIDECAR_SCHEMA) and when its fields
+agree with each other as the sidecar writes them (hook.outcome.read_fields): anything else is
+a leader that cannot say, never idle and never gone. A read made from such an answer is marked
+`leader_answered`: only a leader that answered once can be "gone" later (hook.decision).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
-from modeldrain.hook.constants import LWS_LEADER_ADDRESS_ENV, LWS_WORKER_INDEX_ENV, MAX_TOKEN_FILE_BYTES, SIDECAR_PORT
+from modeldrain.hook.constants import LWS_LEADER_ADDRESS_ENV, LWS_WORKER_INDEX_ENV, SIDECAR_PORT, SIDECAR_SCHEMA
 from modeldrain.hook.fetch import FetchError, fetch
-from modeldrain.hook.files import SmallFileError, read_small_file
 from modeldrain.hook.flags import parse_port, parse_whole_number
 from modeldrain.hook.outcome import Read, ReadOutcome
 from modeldrain.hook.target import Target
+from modeldrain.hook.token import TokenFileError, read_token
 
 WORK_PATH = "/v1/work"
 # One /v1/work answer is ~1 KB; a leader that sends megabytes is not a drain-sidecar.
@@ -89,58 +95,68 @@ class LeaderReader:
             read = self._read(timeout_s)
         except Exception as exc:  # noqa: BLE001 - a leader's answer is input: never a traceback
             read = Read(ReadOutcome.READER_ERROR, 0.0, 0.0, f"unexpected {type(exc).__name__}: {exc}"[:500])
-        return Read(read.outcome, started_at, time.monotonic() - started_at, read.detail, in_flight=read.in_flight,
-                    http_status=read.http_status, body_bytes=read.body_bytes)
+        return replace(read, started_at=started_at, duration_s=time.monotonic() - started_at)
 
     def _read(self, timeout_s: float) -> Read:
         headers = {}
         if self._config.token_file:
             try:
-                token = read_small_file(self._config.token_file, MAX_TOKEN_FILE_BYTES).decode("ascii").strip()
-            except (SmallFileError, UnicodeDecodeError) as exc:
-                return _read(ReadOutcome.UNAVAILABLE, f"cannot read --leader-token-file: {exc}")
+                token = read_token(self._config.token_file).decode("ascii")
+            except TokenFileError as exc:
+                return _read(ReadOutcome.UNAVAILABLE, f"--leader-token-file: {exc}")
             headers["Authorization"] = f"Bearer {token}"
         try:
             response = fetch(self._config.target, timeout_s=timeout_s, max_body_bytes=MAX_ANSWER_BYTES,
                              accept="application/json", headers=headers)
         except FetchError as exc:
             if exc.outcome is ReadOutcome.REFUSED:
-                return _read(ReadOutcome.REFUSED, f"leader gone: {exc.detail}")
+                return _read(ReadOutcome.REFUSED, f"the leader's drain-sidecar: {exc.detail}")
             if exc.outcome in (ReadOutcome.HTTP_ERROR, ReadOutcome.TLS_ERROR):
                 # Its token, its limits, a wrong URL: wait (the worker's deadline bounds it), and say so.
                 return _read(ReadOutcome.UNAVAILABLE, f"the leader's drain-sidecar answered {exc.detail}",
                              http_status=exc.status)
             return _read(exc.outcome, f"leader: {exc.detail}", http_status=exc.status)
-        return self._judge(response.body)
+        return self._judge(response.body, response.status)
 
-    def _judge(self, body: bytes) -> Read:
+    def _judge(self, body: bytes, status: int) -> Read:
         try:
             answer = _Answer.parse(body)
         except (ValueError, KeyError, TypeError) as exc:
-            return _read(ReadOutcome.UNPARSEABLE, f"the leader's answer is not a /v1/work answer: {exc}",
-                         body_bytes=len(body))
+            return _read(ReadOutcome.UNPARSEABLE, f"the leader's answer is not a {SIDECAR_SCHEMA} /v1/work answer: "
+                         f"{exc}", body_bytes=len(body), http_status=status)
+        contradiction = answer.contradiction()
+        if contradiction:
+            return _read(ReadOutcome.UNAVAILABLE, f"the leader's answer contradicts itself: {contradiction}",
+                         body_bytes=len(body), http_status=status)
         seen = _Seen(answer.instance, answer.incarnation, answer.seq)
         last, self._last = self._last, seen
+
+        def judged(outcome: ReadOutcome, detail: str, in_flight: float | None = None) -> Read:
+            return _read(outcome, detail, in_flight=in_flight, http_status=status, body_bytes=len(body),
+                         leader_answered=True)
+
         if answer.verdict == "unmeasurable":
-            return _read(ReadOutcome.REFUSED, f"leader gone: its engine reads {answer.outcome} ({answer.detail})")
+            return judged(ReadOutcome.REFUSED, f"its engine reads {answer.outcome} ({answer.detail})")
         if last is not None and (last.instance, last.incarnation) != (seen.instance, seen.incarnation):
-            return _read(ReadOutcome.INCOMPLETE, "the leader's sidecar or engine restarted since the last read")
+            return judged(ReadOutcome.INCOMPLETE, "the leader's sidecar or engine restarted since the last read")
         if last is not None and seen.seq <= last.seq:
-            return _read(ReadOutcome.INCOMPLETE, f"not a fresh read of the leader (seq {seen.seq} again)")
-        if answer.idle and answer.complete:
-            return _read(ReadOutcome.IDLE, f"leader idle (seq {seen.seq})", in_flight=0.0)
-        if answer.outcome == ReadOutcome.BUSY.value and answer.complete:
-            return _read(ReadOutcome.BUSY, f"leader: {answer.in_flight:g} in flight", in_flight=answer.in_flight)
+            return judged(ReadOutcome.INCOMPLETE, f"not a fresh read of the leader (seq {seen.seq} again)")
+        if answer.outcome == ReadOutcome.IDLE.value:
+            return judged(ReadOutcome.IDLE, f"leader idle (seq {seen.seq})", in_flight=0.0)
+        if answer.outcome == ReadOutcome.BUSY.value:
+            assert answer.in_flight is not None  # contradiction() holds a busy answer to a count
+            return judged(ReadOutcome.BUSY, f"leader: {answer.in_flight:g} in flight", in_flight=answer.in_flight)
         outcome = ReadOutcome(answer.outcome) if answer.outcome in _WAITING_OUTCOMES else ReadOutcome.INCOMPLETE
-        return _read(outcome, f"leader: {answer.outcome} ({answer.detail})")
+        return judged(outcome, f"leader: {answer.outcome} ({answer.detail})")
 
 
 _WAITING_OUTCOMES = {o.value for o in ReadOutcome if not o.ends_drain and o is not ReadOutcome.IDLE}
 
 
 def _read(outcome: ReadOutcome, detail: str, *, in_flight: float | None = None, http_status: int | None = None,
-          body_bytes: int = 0) -> Read:
-    return Read(outcome, 0.0, 0.0, detail[:500], in_flight=in_flight, http_status=http_status, body_bytes=body_bytes)
+          body_bytes: int = 0, leader_answered: bool = False) -> Read:
+    return Read(outcome, 0.0, 0.0, detail[:500], in_flight=in_flight, http_status=http_status, body_bytes=body_bytes,
+                leader_answered=leader_answered)
 
 
 @dataclass(frozen=True)
@@ -155,26 +171,52 @@ class _Answer:
     detail: str
     complete: bool
     idle: bool
-    in_flight: float
+    in_flight: float | None
 
     @classmethod
     def parse(cls, body: bytes) -> "_Answer":
         data = json.loads(body)
-        if not isinstance(data, dict) or not str(data.get("schema", "")).startswith("modeldrain.sidecar/"):
-            raise ValueError("no modeldrain.sidecar schema")
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        if data.get("schema") != SIDECAR_SCHEMA:
+            raise ValueError(f"schema {str(data.get('schema'))[:80]!r}, not {SIDECAR_SCHEMA}")
         read: Any = data["read"]
-        in_flight = read.get("in_flight")
+        in_flight = read["in_flight"]
+        if in_flight is not None and (isinstance(in_flight, bool) or not isinstance(in_flight, (int, float))):
+            raise TypeError(f"in_flight {in_flight!r} is not a number or null")
         return cls(
             instance=_typed(data["sidecar"]["instance"], str),
             incarnation=_typed(data["engine"]["incarnation"], int),
             seq=_typed(read["seq"], int),
             outcome=_typed(read["outcome"], str),
             verdict=_typed(read["verdict"], str),
-            detail=str(read.get("detail", "")),
+            detail=str(read.get("detail", ""))[:200],
             complete=_typed(read["complete"], bool),
             idle=_typed(read["idle"], bool),
-            in_flight=float(in_flight) if isinstance(in_flight, (int, float)) else 0.0,
+            in_flight=None if in_flight is None else float(in_flight),
         )
+
+    def contradiction(self) -> str:
+        """Where the fields disagree with each other as the sidecar writes them (read_fields); "" if nowhere."""
+        try:
+            outcome = ReadOutcome(self.outcome)
+        except ValueError:
+            return f"outcome {self.outcome[:40]!r} is none the hook knows"
+        expected = {"verdict": outcome.verdict, "complete": outcome in (ReadOutcome.IDLE, ReadOutcome.BUSY),
+                    "idle": outcome is ReadOutcome.IDLE}
+        for name, value in expected.items():
+            if getattr(self, name) != value:
+                return f"outcome {outcome.value} with {name} {getattr(self, name)!r}"
+        in_flight = self.in_flight
+        if in_flight is not None and (not math.isfinite(in_flight) or in_flight < 0):
+            return f"in_flight {in_flight!r}"
+        if outcome is ReadOutcome.IDLE and in_flight != 0:
+            return f"outcome idle with in_flight {in_flight!r}"
+        if outcome is ReadOutcome.BUSY and (in_flight is None or in_flight <= 0):
+            return f"outcome busy with in_flight {in_flight!r}"
+        if self.seq < 0 or self.incarnation < 0:
+            return f"seq {self.seq} or incarnation {self.incarnation} below zero"
+        return ""
 
 
 def _typed(value: Any, kind: type) -> Any:

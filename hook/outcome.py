@@ -73,6 +73,9 @@ class Read:
     restart_counters: dict[str, float] = field(default_factory=dict)
     http_status: int | None = None
     body_bytes: int = 0
+    # A worker's read of its leader made from a well-formed /v1/work answer (hook.leader): the
+    # leader has answered, so a later refusal means it is gone, not that it was never there.
+    leader_answered: bool = False
 
     @property
     def complete(self) -> bool:

@@ -82,30 +82,48 @@ def _classify(fetched: Read, parsed: exposition.Exposition, hint: EngineHint) ->
 
 
 class EngineReader:
-    """The reader bound to its configuration: reads the target, and when the target refuses while
-    the engine's own command line names another port (an engine moved by its own --port, the
-    annotations left behind), reads there in the same read's time, and from then on."""
+    """The reader bound to its configuration. When the target refuses, the other places the engine
+    can be are read in the same read's time, in order (ReadConfig.alternates: the other loopback
+    address and the engine's own --host, then its own --port); a read is refused only when every
+    one refuses. The first place that answers is read from then on, and the move is said once."""
 
     def __init__(self, config: ReadConfig, on_switch: Callable[[str], object] = lambda message: None):
         self._config = config
         self._on_switch = on_switch
         self.target = config.target
-        self._fallback = config.fallback
+        self._places = (config.target, *config.alternates)
 
     def read(self, timeout_s: float) -> Read:
         c = self._config
         deadline_at = time.monotonic() + timeout_s
         first = read_work(self.target, c.hint, timeout_s=timeout_s, max_body_bytes=c.max_body_bytes)
-        if first.outcome is not ReadOutcome.REFUSED or self._fallback is None:
+        if first.outcome is not ReadOutcome.REFUSED:
             return first
-        fallback, self._fallback = self._fallback, None  # tried once: a refusing engine is not chased
-        left_s = deadline_at - time.monotonic()
-        if left_s <= 0:
+        refused = [self.target]
+        for place in self._places:
+            if place == self.target:
+                continue
+            left_s = deadline_at - time.monotonic()
+            if left_s <= 0:
+                break
+            read = read_work(place, c.hint, timeout_s=left_s, max_body_bytes=c.max_body_bytes)
+            if read.outcome is ReadOutcome.REFUSED:
+                refused.append(place)
+                continue
+            if read.http_status is not None:  # it answers: the engine is there
+                self._move(place)
+            return read
+        if len(refused) == 1:
             return first
-        second = read_work(fallback, c.hint, timeout_s=left_s, max_body_bytes=c.max_body_bytes)
-        if second.outcome is ReadOutcome.REFUSED:
-            return first
-        self.target = fallback
-        self._on_switch(f"{first.detail}, but the engine's own --port {fallback.port} answers: reading "
-                        f"{fallback.url} from now on; the Pod's scrape annotations (or --port) are wrong")
-        return second
+        where = ", ".join(place.netloc for place in refused)
+        return replace(first, detail=f"connection refused on every place the engine can be: {where}"[:500],
+                       duration_s=time.monotonic() - first.started_at)
+
+    def _move(self, place: Target) -> None:
+        was, self.target = self.target, place
+        if place.port != was.port:
+            self._on_switch(f"{was.netloc} refused, but the engine's own --port {place.port} answers: reading "
+                            f"{place.url} from now on; the Pod's scrape annotations (or --port) are wrong")
+        else:
+            self._on_switch(f"{was.netloc} refused, but the engine answers on {place.netloc} (where its --host "
+                            f"puts it): reading {place.url} from now on")

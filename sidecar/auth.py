@@ -19,15 +19,12 @@ import os
 from dataclasses import dataclass
 from typing import Callable
 
-from modeldrain.hook.files import SmallFileError, read_small_file
-from modeldrain.hook.constants import MAX_TOKEN_FILE_BYTES
+from modeldrain.hook.token import TokenFileError, read_token
 from modeldrain.sidecar.daemon_thread import run_in_daemon_thread
 
 BEARER = "bearer"
-
-
-class TokenFileError(ValueError):
-    """The token file cannot serve as a token source (reported at start, exit 2)."""
+# The token file's rule is the shared core's (hook.token): re-exported for the sidecar's callers.
+__all__ = ["BEARER", "TokenFile", "TokenFileError", "Verdict", "read_token"]
 
 
 @dataclass(frozen=True)
@@ -42,20 +39,6 @@ class _Stamp:
 class Verdict:
     ok: bool
     reason: str = ""  # why not, for the 401's message; never echoes what was presented
-
-
-def read_token(path: str) -> bytes:
-    """The token in `path`, surrounding whitespace stripped; raises TokenFileError."""
-    try:
-        raw = read_small_file(path, MAX_TOKEN_FILE_BYTES)
-    except SmallFileError as exc:
-        raise TokenFileError(f"token file: {exc}") from None
-    token = raw.strip()
-    if not token:
-        raise TokenFileError(f"token file {path} is empty")
-    if any(b < 0x21 or b > 0x7E for b in token):
-        raise TokenFileError(f"token file {path} holds spaces, control or non-ASCII bytes")
-    return token
 
 
 class TokenFile:

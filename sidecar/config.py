@@ -112,7 +112,8 @@ def resolve_config(args: argparse.Namespace, parser: argparse.ArgumentParser,
             parser.error(f"--token-file: {exc}")
     host, port = args.listen
     read = resolve_read_config(args)
-    engine_ports = [read.target.port] + ([read.fallback.port] if read.fallback else [])
+    # The engine's serving ports: the target's, and any other port it can be found on (its own --port).
+    engine_ports = list(dict.fromkeys([read.target.port, *(alternate.port for alternate in read.alternates)]))
     return SidecarConfig(
         read=read,
         listen_host=host,

@@ -4,13 +4,14 @@ The drain's constants (read timeout, body cap, grace) live in hook/constants.py 
 imported from there; these are only what serving the controller adds.
 """
 
-from modeldrain.hook.constants import DEFAULT_GRACE_S, SIDECAR_PORT
+from modeldrain.hook.constants import DEFAULT_GRACE_S, SIDECAR_PORT, SIDECAR_SCHEMA
 
 # Every response's `schema`: a client checks it before trusting the field layout. Bump the
 # version on any change a client could misread; adding an optional field is not one.
 # v2: the Pod named by namespace, name and UID; the engine's own command; the read's monotonic
 # start and its idle run; null listed in every nullable enum.
-SCHEMA_VERSION = "modeldrain.sidecar/v2"
+# Named once in the shared core (hook/constants.py), since a worker's hook checks it too.
+SCHEMA_VERSION = SIDECAR_SCHEMA
 
 # The Pod's containers share one network namespace, so the port must clash with nothing the
 # engine binds: not vLLM's 8000 or SGLang's 30000 (and the ports SGLang derives above it),

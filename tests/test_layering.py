@@ -19,10 +19,11 @@ from tests.conftest import REPO
 HOOK_LAYERS: dict[str, int] = {
     # facts and leaf utilities: constants, the gauge sets, exit codes, where the engine is
     "modeldrain.hook": 0, "modeldrain.hook.constants": 0, "modeldrain.hook.exitcodes": 0, "modeldrain.hook.gauges": 0, "modeldrain.hook.target": 0,
-    "modeldrain.hook.bundle": 0, "modeldrain.hook.files": 0, "modeldrain.hook.events": 0,
+    "modeldrain.hook.bundle": 0, "modeldrain.hook.files": 0, "modeldrain.hook.events": 0, "modeldrain.hook.flat_yaml": 0,
     # values parsed and read
     "modeldrain.hook.flags": 1, "modeldrain.hook.outcome": 1, "modeldrain.hook.clock": 1, "modeldrain.hook.annotations": 1,
     "modeldrain.hook.work_names": 1, "modeldrain.hook.framing": 1,
+    "modeldrain.hook.token": 1, "modeldrain.hook.engine_argv": 1,
     # reading: argv, exposition, HTTP
     "modeldrain.hook.engine": 2, "modeldrain.hook.exposition": 2, "modeldrain.hook.fetch": 2,
     # a leader's drain-sidecar, read like the engine

@@ -13,11 +13,12 @@ EXIT_RESERVE_S, first read after ROUTE_WAIT_S, so the deadline is DEADLINE_S aft
 from __future__ import annotations
 
 import enum
+import json
 import signal
 from dataclasses import dataclass
 
 from bench.reliability import bodies
-from modeldrain.hook.constants import READ_TIMEOUT_S
+from modeldrain.hook.constants import READ_TIMEOUT_S, SIDECAR_SCHEMA
 from modeldrain.hook.exitcodes import ExitCode
 from modeldrain.hook.gauges import EngineKind, Role
 from tests.hook.metrics_oracle import oracle_series, oracle_verdict
@@ -40,9 +41,12 @@ CHECK_BUSY = frozenset({ExitCode.BUSY})
 # bundle's next start removes what it left in $TMPDIR.
 TERMINATED_OR_KILLED_BEFORE_THE_HANDLER = frozenset({ExitCode.TERMINATED, -signal.SIGTERM})
 
+# A worker whose leader never gave one answer it can trust: unknown, waited on to the deadline.
+LEADER_UNREACHABLE = frozenset({ExitCode.LEADER_UNREACHABLE})
+
 # Every status the drain and `prestop check` may end with (hook/cli.py EXIT_CODES_HELP).
-DOCUMENTED_DRAIN_CODES = frozenset({0, 2, 10, 11, 130, 143})
-DOCUMENTED_CHECK_CODES = frozenset({0, 1, 2, 11})
+DOCUMENTED_DRAIN_CODES = frozenset({0, 2, 10, 11, 12, 130, 143})
+DOCUMENTED_CHECK_CODES = frozenset({0, 1, 2, 11, 12})
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,7 @@ class HostileCase:
     engine_argv: tuple[str, ...] = ()  # a visible engine process: `vllm` with these arguments
     signal: Signal | None = None
     descriptors_spent: bool = False  # from its first log line on, no descriptor is left (EMFILE on connect)
+    follows_leader: bool = False  # what answers is a worker's leader's drain-sidecar (--follow-leader), not its engine
 
     @property
     def is_drain(self) -> bool:
@@ -207,7 +212,7 @@ def scripted_cases() -> list[HostileCase]:
         HostileCase("no descriptor left at connect (EMFILE)", resources, BUSY, idle_is_true=False,
                     expected=DEADLINE, descriptors_spent=True),
     ]
-    return cases + issue_15_cases() + corpus_cases()
+    return cases + issue_15_cases() + corpus_cases() + leader_cases()
 
 
 def issue_15_cases() -> list[HostileCase]:
@@ -246,6 +251,52 @@ def corpus_cases() -> list[HostileCase]:
 def _oracle_idle(body: bytes, content_type: str, kind: EngineKind) -> bool:
     series = oracle_series(body, content_type)
     return series is not None and oracle_verdict(series, kind, Role.UNIFIED).status == "idle"
+
+
+def leader_answer(schema: str = SIDECAR_SCHEMA, **read: object) -> bytes:
+    """A 200 with a drain-sidecar's /v1/work answer (an idle one, with `read`'s fields replaced)."""
+    fields = {"seq": 1, "outcome": "idle", "verdict": "idle", "complete": True, "idle": True, "in_flight": 0,
+              "detail": "every work gauge reads zero", **read}
+    body = {"schema": schema, "sidecar": {"instance": "f" * 32}, "engine": {"incarnation": 0}, "read": fields}
+    return bodies.http_200(json.dumps(body).encode(), "application/json")
+
+
+def leader_cases() -> list[HostileCase]:
+    """A worker's hook (--follow-leader) against leaders whose answers it cannot trust: a schema it
+    was not written for, fields that contradict each other, a frozen answer, an error, nothing. Its
+    leader's work is unknown in each, so idle is never right; a leader that never gave one answer to
+    trust is unreachable (exit 12) at the deadline, and one that did but never a fresh idle pair is
+    the deadline (10)."""
+    group = "hostile leader answers"
+
+    def leader(name: str, payload: bytes, expected: frozenset[int] = LEADER_UNREACHABLE) -> HostileCase:
+        return HostileCase(name, group, Canned(payload), idle_is_true=False, expected=expected, follows_leader=True)
+
+    return [
+        leader("schema modeldrain.sidecar/v999, idle", leader_answer("modeldrain.sidecar/v999")),
+        leader("schema modeldrain.sidecar/v1, idle", leader_answer("modeldrain.sidecar/v1")),
+        leader("no schema, idle", leader_answer("")),
+        leader("idle: true while outcome busy", leader_answer(outcome="busy", verdict="busy", in_flight=4)),
+        leader("outcome idle with 3 in flight", leader_answer(in_flight=3)),
+        leader("verdict idle, outcome busy", leader_answer(outcome="busy", idle=False, in_flight=2)),
+        leader("complete: false, outcome idle", leader_answer(complete=False)),
+        leader("outcome busy with 0 in flight", leader_answer(outcome="busy", verdict="busy", idle=False)),
+        leader("an outcome the hook does not know", leader_answer(outcome="drained")),
+        leader("in_flight as a string", leader_answer(in_flight="0")),
+        leader("in_flight negative", leader_answer(in_flight=-1)),
+        leader("a JSON array", bodies.http_200(b"[]", "application/json")),
+        leader("an HTML page (a wrong port)", bodies.http_200(b"<html>not found</html>", "text/html")),
+        leader("401 (a wrong token)", b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"),
+        HostileCase("nothing listens (a wrong host or port)", group, NothingListens(), idle_is_true=False,
+                    expected=LEADER_UNREACHABLE, follows_leader=True),
+        # A sidecar that repeats one idle answer (its seq never moves): never a fresh second idle read.
+        leader("a frozen leader repeating one idle answer", leader_answer(), expected=DEADLINE),
+        HostileCase("prestop check, schema modeldrain.sidecar/v999", group, Canned(leader_answer("modeldrain.sidecar/v999")),
+                    idle_is_true=False, expected=LEADER_UNREACHABLE, subcommand=("check",), follows_leader=True),
+        HostileCase("prestop check, idle: true while outcome busy", group,
+                    Canned(leader_answer(outcome="busy", verdict="busy", in_flight=4)), idle_is_true=False,
+                    expected=LEADER_UNREACHABLE, subcommand=("check",), follows_leader=True),
+    ]
 
 
 # The emulator's misbehaviours, each with two requests in flight: what a correct hook ends with.

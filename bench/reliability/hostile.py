@@ -250,6 +250,8 @@ def _argv(case: HostileCase, executable: Path, port: int, work: Path) -> list[st
     if case.is_drain:
         argv += [*DRAIN_ARGS]
         argv += ["--log-mirror", str(work / "pid1-stdout")] if case.stdio is Stdio.MIRROR_STALLED else ["--quiet"]
+    if case.follows_leader:  # a worker: what answers on `port` is its leader's drain-sidecar
+        argv += ["--follow-leader", f"http://127.0.0.1:{port}"]
     argv += ["--port", str(port), "--proc-root", str(work / "proc")]
     if case.annotations is not None or case.annotations_fifo or case.annotations_link:
         argv += ["--annotations", str(work / "annotations")]

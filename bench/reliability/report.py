@@ -147,7 +147,22 @@ def _hostile_lines(h: dict) -> list[str]:
                 _problems(f"{n}: {p}" for n, r in runs.items() for p in r["problems"])]
         rows.append(row)
     lines += _table(header, rows, "llr" + "rrr" * len(names) + "ll")
-    return lines + [""]
+    return lines + [""] + _class_lines(h["runs"])
+
+
+def _class_lines(runs: list[dict]) -> list[str]:
+    """Per class of hostile input (a case's group): cases, runs, crashes, false idles, overruns."""
+    groups: dict[str, list[dict]] = {}
+    for run in runs:
+        groups.setdefault(run["group"], []).append(run)
+
+    def count(items: list[dict], prefix: str) -> str:
+        return str(sum(1 for r in items if any(p.startswith(prefix) for p in r["problems"])))
+
+    rows = [[group, str(len({r["case"] for r in items})), str(len(items)), count(items, "crash"),
+             count(items, "false idle"), count(items, "overrun")] for group, items in groups.items()]
+    return ["Per class:", ""] + _table(["class", "cases", "runs", "crashes", "false idles", "overruns"], rows,
+                                       "lrrrrr") + [""]
 
 
 def _sidecar_lines(s: dict) -> list[str]:

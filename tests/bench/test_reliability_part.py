@@ -102,3 +102,12 @@ def test_a_problem_is_printed_in_bold_in_the_section():
     assert report.render({"meta": {"command": "c", "finished": "now", "wall_s": 60.0, "nproc": 2, "cpu_model": "x",
                                    "python": "3", "platform": "linux"}, "reliability": results}).count(
         "## Reliability") == 1
+
+
+def test_the_section_counts_each_class_of_hostile_input():
+    results = _reliability_results()
+    run0 = results["hostile"]["runs"][0]
+    results["hostile"]["runs"] = [run0, dict(run0, case="v999", group="hostile leader answers", problems=["false idle"])]
+    text = "\n".join(reliability_report.section(results))
+    assert "| class | cases | runs | crashes | false idles | overruns |" in text
+    assert "| hostile leader answers | 1 | 1 | 0 | 1 | 0 |" in text

@@ -132,8 +132,11 @@ def test_a_leaderworkerset_worker_follows_its_leader_by_default(tmp_path):
 
 
 def test_the_flag_beats_the_environment_and_none_turns_following_off(tmp_path):
-    c = drain_config(tmp_path, "--follow-leader", "http://10.1.2.3:9000", "--leader-token-file", "/t", env=LWS_WORKER)
-    assert c.leader.target.url == "http://10.1.2.3:9000/v1/work" and c.leader.token_file == "/t"
+    token = tmp_path / "t"
+    token.write_text("s3cret\n")
+    c = drain_config(tmp_path, "--follow-leader", "http://10.1.2.3:9000", "--leader-token-file", str(token),
+                     env=LWS_WORKER)
+    assert c.leader.target.url == "http://10.1.2.3:9000/v1/work" and c.leader.token_file == str(token)
     assert drain_config(tmp_path, "--follow-leader", "none", env=LWS_WORKER).leader is None
 
 
@@ -142,3 +145,43 @@ def test_an_unusable_leader_address_is_a_warning_not_a_failed_hook(tmp_path):
     assert c.leader is None and c.warnings[0].startswith("not following the leader: LWS_LEADER_ADDRESS")
     c = drain_config(tmp_path, env={**LWS_WORKER, "LWS_WORKER_INDEX": "one"})
     assert c.leader is None and c.warnings[0].startswith("not following the leader: LWS_WORKER_INDEX must be")
+
+
+# --- finding the engine (issue 15) ---------------------------------------------------------------
+
+def test_the_engines_last_port_is_read_and_its_loopback_addresses_are_tried(tmp_path):
+    proc = fake_proc(tmp_path, ["vllm", "serve", "m", "--port", "8000", "--port", "9001"])
+    c = read_config(tmp_path, "--annotations", no_annotations(tmp_path), proc=proc)
+    assert c.target.url == "http://127.0.0.1:9001/metrics" and c.target.source == "cmdline"
+    assert [t.url for t in c.alternates] == ["http://[::1]:9001/metrics"]
+
+
+@pytest.mark.parametrize("host, first, then", [
+    ("::1", "http://[::1]:9001/metrics", ["http://127.0.0.1:9001/metrics"]),
+    ("[::1]", "http://[::1]:9001/metrics", ["http://127.0.0.1:9001/metrics"]),
+    ("10.4.0.7", "http://10.4.0.7:9001/metrics", ["http://127.0.0.1:9001/metrics", "http://[::1]:9001/metrics"]),
+    ("0.0.0.0", "http://127.0.0.1:9001/metrics", ["http://[::1]:9001/metrics"]),
+    ("::", "http://127.0.0.1:9001/metrics", ["http://[::1]:9001/metrics"]),
+])
+def test_the_engines_own_host_is_read_first(tmp_path, host, first, then):
+    proc = fake_proc(tmp_path, ["vllm", "serve", "m", "--port", "9001", f"--host={host}"])
+    c = read_config(tmp_path, "--annotations", no_annotations(tmp_path), proc=proc)
+    assert c.target.url == first and [t.url for t in c.alternates] == then
+
+
+def test_a_host_that_is_no_address_or_name_is_left_out_with_a_warning(tmp_path):
+    proc = fake_proc(tmp_path, ["vllm", "serve", "m", "--host", "a\r\nX: 1"])
+    c = read_config(tmp_path, "--annotations", no_annotations(tmp_path), proc=proc)
+    assert c.target.host == "127.0.0.1" and any("neither an address nor a name" in w for w in c.warnings)
+
+
+def test_an_engine_on_a_unix_socket_is_a_clear_warning(tmp_path):
+    proc = fake_proc(tmp_path, ["vllm", "serve", "m", "--uds", "/run/vllm.sock"])
+    c = read_config(tmp_path, "--annotations", no_annotations(tmp_path), proc=proc)
+    assert any(w.startswith("the engine serves on the Unix socket /run/vllm.sock (vLLM --uds)") for w in c.warnings)
+
+
+def test_what_the_engines_argv_cannot_say_reaches_the_warnings(tmp_path):
+    proc = fake_proc(tmp_path, ["vllm", "serve", "m", "--config", str(tmp_path / "missing.yaml")])
+    c = read_config(tmp_path, "--annotations", no_annotations(tmp_path), proc=proc)
+    assert any("missing.yaml is not read" in w for w in c.warnings)

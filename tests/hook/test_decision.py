@@ -193,3 +193,32 @@ def test_a_refusal_after_the_engine_answered_is_the_engine_gone_not_a_failure():
     s, _ = after_read(DrainState(), answered)
     s, fin = after_read(s, read(ReadOutcome.HTTP_ERROR, T0 + 6.0))
     assert fin.outcome is DrainOutcome.UNMEASURABLE
+
+
+def test_a_leader_that_never_answered_is_unknown_waited_on_and_unreachable_at_the_deadline():
+    """Issue 21: a wrong host or port refuses from the first read; that is not a leader that left."""
+    s = DrainState()
+    for at in (T0 + 5, T0 + 6, T0 + 7):
+        s, finish = after_read(s, read(ReadOutcome.REFUSED, at, detail="the leader's drain-sidecar: connection refused"), following_leader=True)
+        assert finish is None
+    assert isinstance(next_step(plan(), s, T0 + 8, following_leader=True), ReadAt)
+    fin = next_step(plan(), s, T0 + 25.0, following_leader=True)
+    assert isinstance(fin, Finish) and fin.outcome is DrainOutcome.LEADER_UNREACHABLE
+    assert "never answered as a drain-sidecar in 3 reads" in fin.reason and fin.at == T0 + 25
+    assert DrainOutcome.LEADER_UNREACHABLE.exit_code == 12
+    # The same reads of the local engine still end the drain at once (nothing to measure).
+    _, finish = after_read(DrainState(), read(ReadOutcome.REFUSED, T0 + 5))
+    assert finish is not None and finish.outcome is DrainOutcome.UNMEASURABLE
+
+
+def test_a_leader_that_answered_and_then_refuses_is_gone():
+    answered = Read(ReadOutcome.BUSY, T0 + 5, 0.01, "leader: 2 in flight", in_flight=2.0, leader_answered=True)
+    s, finish = after_read(DrainState(), answered, following_leader=True)
+    assert finish is None and s.leader_answered
+    s, finish = after_read(s, read(ReadOutcome.UNAVAILABLE, T0 + 6), following_leader=True)  # a 401 between
+    assert finish is None and s.leader_answered
+    _, finish = after_read(s, read(ReadOutcome.REFUSED, T0 + 7, detail="the leader's drain-sidecar: connection refused"), following_leader=True)
+    assert finish is not None and finish.outcome is DrainOutcome.LEADER_GONE
+    # A leader that answered and then left: the deadline, if it came first, is the ordinary one.
+    fin = next_step(plan(), s, T0 + 25.0, following_leader=True)
+    assert isinstance(fin, Finish) and fin.outcome is DrainOutcome.DEADLINE

@@ -106,3 +106,86 @@ def test_proc_scan_counts_a_process_whose_namespace_it_cannot_tell(tmp_path):
     (tmp_path / "self" / "ns").mkdir()
     (tmp_path / "self" / "ns" / "pid").symlink_to("pid:[1]")
     assert hint_from_proc(root).kind is EngineKind.VLLM  # no ns/pid to read: counted, as before
+
+
+# --- the flags as the engine's own parser reads them (issue 15, "Finding the engine") -----------
+
+VLLM = ["/usr/bin/python3", "/usr/local/bin/vllm", "serve", "m"]
+SGLANG = ["python3", "-m", "sglang.launch_server", "--model-path", "m"]
+
+
+@pytest.mark.parametrize("argv, port", [
+    (VLLM + ["--port", "8000", "--port", "9001"], 9001),  # argparse keeps the last
+    (VLLM + ["--port=8000", "--port", "9001"], 9001),
+    (VLLM + ["--port", "8000", "--port=9001"], 9001),
+    (SGLANG + ["--port", "30000", "--port=31001"], 31001),
+    (VLLM + ["--port", "9001", "--port", "\u00b2"], None),  # the last is no port: the engine refuses to start
+])
+def test_the_last_port_wins_in_either_spelling(argv, port):
+    assert hint_from_argv(argv).port == port
+
+
+def test_vllm_underscore_spellings_are_its_flags():
+    hint = hint_from_argv(VLLM + ["--max_model_len", "256", "--port", "8000", "--port=9002", "--data_parallel_external_lb",
+                                  "--kv_transfer_config.kv_role", "kv_consumer", "--ssl_certfile", "/c.pem", "--host", "::1"])
+    assert (hint.port, hint.host, hint.tls) == (9002, "::1", True)
+    assert hint.disaggregation == ("--data-parallel-external-lb", "--kv-transfer-config kv_role=kv_consumer")
+
+
+def test_the_last_of_a_boolean_flag_and_its_negation_decides():
+    assert hint_from_argv(VLLM + ["-dpe", "--no-data-parallel-external-lb"]).disaggregation == ()
+    assert hint_from_argv(VLLM + ["--no-data-parallel-hybrid-lb", "-dph"]).disaggregation == ("-dph",)
+    assert hint_from_argv(SGLANG + ["--disaggregation-mode", "prefill", "--disaggregation-mode=null"]).role is Role.UNIFIED
+    assert hint_from_argv(SGLANG + ["--disaggregation-mode", "null", "--disaggregation_mode", "decode"]).role is Role.DECODE
+
+
+def test_dotted_kv_transfer_words_replace_the_whole_json_as_vllm_gathers_them():
+    # vLLM appends the dotted words' JSON after every other word: it replaces the full JSON, kv_role or not.
+    argv = VLLM + ["--kv-transfer-config", '{"kv_role": "kv_producer"}', "--kv-transfer-config.kv_connector", "X"]
+    assert hint_from_argv(argv).disaggregation == ()
+
+
+def test_the_config_file_sets_flags_and_the_command_line_overrides_them(tmp_path):
+    (tmp_path / "serve.yaml").write_text("# the engine's flags\nport: 9100\nhost: \"::1\"\n"
+                                         "data_parallel_hybrid_lb: true\nkv-transfer-config:\n  kv_role: kv_producer\n")
+    hint = hint_from_argv(VLLM + ["--config", "serve.yaml"], cwd=str(tmp_path))  # relative to the engine's cwd
+    assert (hint.port, hint.host) == (9100, "::1") and not hint.warnings
+    assert hint.disaggregation == ("--data-parallel-hybrid-lb", "--kv-transfer-config kv_role=kv_producer")
+    overridden = hint_from_argv(VLLM + ["--port", "9200", "--config", str(tmp_path / "serve.yaml"), "--host", "0.0.0.0"])
+    assert (overridden.port, overridden.host) == (9200, "0.0.0.0")  # the command line wins wherever it stands
+    sglang = hint_from_argv(SGLANG + ["--config", str(tmp_path / "serve.yaml")])
+    assert sglang.port == 9100
+
+
+@pytest.mark.parametrize("name, text, warning", [
+    ("serve.yaml", "port: 0x2329\n", "port not followed ('0x2329': a number PyYAML reads otherwise"),
+    ("serve.yaml", "port: &p 9001\n", "port not followed ('&': an anchor"),
+    ("serve.yaml", "port 9001\n", "is not read (line 1: not a `key: value` line)"),
+    ("serve.json", "port: 9001\n", "is not a .yaml/.yml file"),
+    ("missing.yaml", None, "is not read (cannot read"),
+])
+def test_a_config_file_the_hook_cannot_follow_is_a_warning_not_a_guess(tmp_path, name, text, warning):
+    if text is not None:
+        (tmp_path / name).write_text(text)
+    hint = hint_from_argv(VLLM + ["--config", str(tmp_path / name)])
+    assert hint.port is None and any(warning in w for w in hint.warnings), hint.warnings
+
+
+def test_two_config_files_and_abbreviations_are_said_not_followed(tmp_path):
+    twice = hint_from_argv(VLLM + ["--config", "a.yaml", "--config", "b.yaml"])
+    assert "more than once" in twice.warnings[0]
+    abbreviated = hint_from_argv(VLLM + ["--por", "9001"])
+    assert abbreviated.port is None and "--por, which its parser may take for --port" in abbreviated.warnings[0]
+
+
+def test_a_unix_socket_engine_says_so():
+    hint = hint_from_argv(VLLM + ["--uds", "/run/vllm.sock"])
+    assert hint.uds == "/run/vllm.sock" and hint.port is None
+
+
+def test_proc_scan_reads_a_relative_config_file_from_the_engines_cwd(tmp_path):
+    root = _fake_proc(tmp_path, [["vllm", "serve", "m", "--config", "conf/serve.yml"]])
+    (tmp_path / "engine-cwd" / "conf").mkdir(parents=True)
+    (tmp_path / "engine-cwd" / "conf" / "serve.yml").write_text("port: 9300\n")
+    (tmp_path / "1" / "cwd").symlink_to(tmp_path / "engine-cwd")
+    assert hint_from_proc(root).port == 9300

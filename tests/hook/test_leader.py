@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import pytest
 
+from modeldrain.hook.constants import SIDECAR_SCHEMA
 from modeldrain.hook.leader import LeaderConfig, LeaderReader, leader_from_env, parse_leader_url
 from modeldrain.hook.outcome import ReadOutcome
 from modeldrain.hook.target import Target
@@ -48,7 +49,7 @@ def test_a_leaderworkerset_worker_follows_its_leader_and_the_leader_does_not():
 def answer(seq=1, outcome="idle", instance="a" * 32, incarnation=0, in_flight=0.0, **extra) -> bytes:
     verdict = {"idle": "idle", "refused": "unmeasurable"}.get(outcome, "busy")
     complete = outcome in ("idle", "busy")
-    return json.dumps({"schema": "modeldrain.sidecar/v1", "sidecar": {"instance": instance},
+    return json.dumps({"schema": SIDECAR_SCHEMA, "sidecar": {"instance": instance},
                        "engine": {"incarnation": incarnation},
                        "read": {"seq": seq, "outcome": outcome, "verdict": verdict, "complete": complete,
                                 "idle": outcome == "idle", "in_flight": in_flight, "detail": "d", **extra}}).encode()
@@ -91,9 +92,10 @@ def test_a_restarted_leader_or_a_stale_read_is_not_a_second_idle(serve):
 
 
 def test_the_leaders_engine_gone_is_the_leader_gone(serve):
-    leader = Leader(serve, [(answer(9, "refused"), "200 OK")])
+    leader = Leader(serve, [(answer(9, "refused", in_flight=None), "200 OK")])
     read = leader.reader().read(1.0)
-    assert read.outcome is ReadOutcome.REFUSED and read.detail.startswith("leader gone: its engine reads refused")
+    assert read.outcome is ReadOutcome.REFUSED and read.detail.startswith("its engine reads refused")
+    assert read.leader_answered  # its sidecar answered: what makes it gone, not unknown
 
 
 def test_an_http_error_from_the_leader_is_waited_on_not_taken_for_gone(serve):
@@ -114,7 +116,7 @@ def test_refused_and_a_name_that_no_longer_resolves_mean_the_leader_is_gone():
     port = probe.getsockname()[1]
     probe.close()
     refused = LeaderReader(LeaderConfig(Target("http", port, "/v1/work"), None, "test")).read(1.0)
-    assert refused.outcome is ReadOutcome.REFUSED and refused.detail.startswith("leader gone")
+    assert refused.outcome is ReadOutcome.REFUSED and refused.detail.startswith("the leader's drain-sidecar: connection refused")
     gone = LeaderReader(LeaderConfig(parse_leader_url("http://leader-0.gone.invalid"), None, "test")).read(5.0)
     assert gone.outcome is ReadOutcome.REFUSED and "not found" in gone.detail
 
@@ -128,3 +130,94 @@ def test_the_token_is_sent_and_an_unreadable_token_file_is_waited_on(serve, tmp_
     assert b"Authorization: Bearer s3cret\r\n" in captured[0] and b"Accept: application/json\r\n" in captured[0]
     missing = LeaderReader(LeaderConfig(target, str(tmp_path / "nope"), "test")).read(1.0)
     assert missing.outcome is ReadOutcome.UNAVAILABLE and "--leader-token-file" in missing.detail
+    assert not missing.leader_answered
+
+
+# --- what counts as an answer (issue 15, "Following a leader") --------------------------------------
+
+def work_answer(**read_fields) -> bytes:
+    body = json.loads(answer())
+    body["read"].update(read_fields)
+    return json.dumps(body).encode()
+
+
+@pytest.mark.parametrize("schema", ["modeldrain.sidecar/v999", "modeldrain.sidecar/v1", "modeldrain.sidecar/",
+                                    "modeldrain.sidecar/v2 ", None])
+def test_an_answer_in_a_schema_the_hook_does_not_know_is_not_read(serve, schema):
+    body = json.loads(answer())
+    body["schema"] = schema
+    read = Leader(serve, [(json.dumps(body).encode(), "200 OK")]).reader().read(1.0)
+    assert read.outcome is ReadOutcome.UNPARSEABLE and not read.leader_answered and "schema" in read.detail
+
+
+@pytest.mark.parametrize("fields, says", [
+    ({"outcome": "busy", "verdict": "busy", "idle": True, "in_flight": 2}, "idle True"),  # idle where it says busy
+    ({"outcome": "busy", "verdict": "idle"}, "verdict 'idle'"),
+    ({"idle": True, "complete": False}, "complete False"),
+    ({"in_flight": 3}, "outcome idle with in_flight 3"),
+    ({"in_flight": None}, "outcome idle with in_flight None"),
+    ({"outcome": "busy", "verdict": "busy", "idle": False, "in_flight": 0}, "outcome busy with in_flight 0"),
+    ({"outcome": "incomplete", "verdict": "busy", "idle": False, "complete": False, "in_flight": -1}, "in_flight -1"),
+    ({"outcome": "refused", "verdict": "busy", "idle": False, "complete": False}, "verdict 'busy'"),
+    ({"outcome": "drained", "verdict": "idle"}, "outcome 'drained' is none the hook knows"),
+    ({"seq": -1}, "below zero"),
+])
+def test_an_answer_whose_fields_disagree_is_unavailable_never_idle_or_gone(serve, fields, says):
+    read = Leader(serve, [(work_answer(**fields), "200 OK")]).reader().read(1.0)
+    assert read.outcome is ReadOutcome.UNAVAILABLE and not read.outcome.ends_drain, read
+    assert not read.leader_answered and says in read.detail
+
+
+def test_in_flight_that_is_not_a_number_is_not_an_answer(serve):
+    read = Leader(serve, [(work_answer(in_flight="0"), "200 OK")]).reader().read(1.0)
+    assert read.outcome is ReadOutcome.UNPARSEABLE and not read.leader_answered
+
+
+def test_a_name_with_several_addresses_is_gone_only_when_every_address_refuses(serve, monkeypatch):
+    """Dual stack: the name's first address (::1) refuses, the second (127.0.0.1) answers busy.
+    The resolver's answer is injected here; tests/e2e/test_prestop_leader.py resolves a real name."""
+    leader = Leader(serve, [(answer(1, "busy", in_flight=2.0), "200 OK")])
+    refusing = socket.socket(socket.AF_INET6)
+    refusing.bind(("::1", 0))  # bound, never listening: refused
+    addresses = [("::1", refusing.getsockname()[1]), ("127.0.0.1", leader.target.port)]
+
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host, port, *args, **kwargs):
+        if host != "leader.dual.test":
+            return real(host, port, *args, **kwargs)  # the connect's own lookup of an address
+        return [(socket.AF_INET6 if ":" in a else socket.AF_INET, socket.SOCK_STREAM, 6, "", (a, p))
+                for a, p in addresses]
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    target = parse_leader_url(f"http://leader.dual.test:{leader.target.port}")
+    read = LeaderReader(LeaderConfig(target, None, "test")).read(2.0)
+    assert read.outcome is ReadOutcome.BUSY and read.in_flight == 2.0
+    addresses[1] = ("127.0.0.1", refusing.getsockname()[1])
+    gone = LeaderReader(LeaderConfig(target, None, "test")).read(2.0)
+    assert gone.outcome is ReadOutcome.REFUSED and "every address" in gone.detail
+    refusing.close()
+
+
+@pytest.mark.parametrize("content", [b"tok\r\nX-Injected: 1\n", b"to ken\n", b"\n", b"tok\x00en", "t\u00f6k".encode()])
+def test_a_token_file_the_sidecar_would_refuse_is_a_usage_error_at_start(tmp_path, content, capsys):
+    from modeldrain.hook.cli import _check_parser, _drain_parser
+    from modeldrain.hook.token import TokenFileError, read_token
+
+    path = tmp_path / "token"
+    path.write_bytes(content)
+    with pytest.raises(TokenFileError):
+        read_token(str(path))  # the sidecar's rule (sidecar/auth.py uses this same function)
+    for parser in (_drain_parser(), _check_parser()):
+        with pytest.raises(SystemExit) as stopped:
+            parser.parse_args(["--follow-leader", "http://leader", "--leader-token-file", str(path)])
+        assert stopped.value.code == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and "--leader-token-file" in err and "token file" in err
+
+
+def test_the_sidecar_and_the_hook_share_one_token_reader():
+    from modeldrain.hook import token
+    from modeldrain.sidecar import auth
+
+    assert auth.read_token is token.read_token and auth.TokenFileError is token.TokenFileError

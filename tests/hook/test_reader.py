@@ -81,7 +81,8 @@ def test_restart_evidence_is_carried(serve):
 
 
 def config_for(target, fallback=None):
-    return ReadConfig(target=target, hint=NOHINT, read_timeout_s=1.0, max_body_bytes=1 << 20, fallback=fallback)
+    alternates = (fallback,) if fallback is not None else ()
+    return ReadConfig(target=target, hint=NOHINT, read_timeout_s=1.0, max_body_bytes=1 << 20, alternates=alternates)
 
 
 def refusing_target():
@@ -143,3 +144,20 @@ def test_framing_the_rfc_does_not_trust_is_never_an_idle_read(serve, wire):
     assert r.outcome is not ReadOutcome.IDLE and r.outcome.verdict == "busy", (r.outcome, r.detail)
     if b"103" in wire:
         assert r.outcome is ReadOutcome.BUSY and r.in_flight == 3
+
+
+def test_an_engine_on_ipv6_loopback_alone_is_read_there_not_taken_for_nothing_listening():
+    """Issue 15: refused on 127.0.0.1 is not "nothing listens" while ::1 (or the engine's --host) answers."""
+    from emulation.raw_server import RawServer
+
+    with RawServer(canned(http_response(BUSY)), host="::1") as server:
+        ipv4 = Target("http", server.port, "/metrics", source="cmdline")  # the same port, nothing on IPv4
+        switched = []
+        reader = EngineReader(config_for(ipv4, fallback=replace(ipv4, host="::1")), switched.append)
+        first = reader.read(1.0)
+        assert first.outcome is ReadOutcome.BUSY and reader.target.host == "::1"
+        assert len(switched) == 1 and f"answers on [::1]:{server.port}" in switched[0]
+        assert reader.read(1.0).outcome is ReadOutcome.BUSY and len(switched) == 1
+        assert b"Host: [::1]:%d\r\n" % server.port in server.requests[0]
+    gone = reader.read(1.0)
+    assert gone.outcome is ReadOutcome.REFUSED and "every place the engine can be" in gone.detail
