@@ -1,11 +1,13 @@
-"""deploy/kustomize/'s components over vLLM's and SGLang's own Kubernetes examples
-(tests/deploy/kustomize/*/): rendered by `kubectl kustomize`, valid for the API's schema, and
-passing the checks deploy/'s own Pods pass (test_manifests.py), the input's own fields kept."""
+"""deploy/kustomize/'s components over vLLM's and SGLang's own Kubernetes examples and vLLM's
+LeaderWorkerSet (tests/deploy/kustomize/*/): rendered by `kubectl kustomize`, valid for the
+API's schema, passing the checks deploy/'s own Pods pass (test_manifests.py) and its policies'
+flows (test_network_flows.py), the input's own fields kept; and the builds that must fail."""
 
 from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -14,23 +16,35 @@ from kubernetes_validate import utils as k8s_schema
 from tests import environment
 from tests.conftest import REPO
 from tests.deploy import test_manifests as checks
-from tests.deploy.manifests import Document, PodTemplate, pod_templates, poststart_command, prestop_command
+from tests.deploy.flows import CONTROLLER_NAMESPACE, World
+from tests.deploy.manifests import (Document, PodTemplate, is_sidecar_image, pod_templates, poststart_command,
+                                    prestop_command)
 
 FIXTURES = Path(__file__).parent / "kustomize"
+COMPONENTS = REPO / "deploy" / "kustomize"
 CASES = sorted(p.name for p in FIXTURES.iterdir() if (p / "kustomization.yaml").exists())
 RENDER_TIMEOUT_S = 60  # kustomize renders these in well under a second
 DEFAULT_GRACE_S = 30  # deploy/kustomize/grace-30's, the operator's default
+WORKLOADS = ("Deployment", "LeaderWorkerSet")
+LEADER_TOKEN_FLAG = "--leader-token-file"
 
 
-def render(case: str) -> list[dict]:
-    kubectl = environment.require_executable("kubectl", "`kubectl kustomize` renders deploy/kustomize/")
-    done = subprocess.run([kubectl, "kustomize", str(FIXTURES / case)], capture_output=True, text=True,
+def kubectl() -> str:
+    return environment.require_executable("kubectl", "`kubectl kustomize` renders deploy/kustomize/")
+
+
+def build(directory: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([kubectl(), "kustomize", str(directory)], capture_output=True, text=True,
                           timeout=RENDER_TIMEOUT_S)
+
+
+def render(case: str) -> list[dict[str, Any]]:
+    done = build(FIXTURES / case)
     assert done.returncode == 0, f"kubectl kustomize {case}: {done.stderr.strip()}"
     return [d for d in yaml.safe_load_all(done.stdout) if d]
 
 
-def inputs(case: str) -> list[dict]:
+def inputs(case: str) -> list[dict[str, Any]]:
     docs = []
     for path in sorted((FIXTURES / case).glob("*.yaml")):
         if path.name != "kustomization.yaml":
@@ -38,30 +52,74 @@ def inputs(case: str) -> list[dict]:
     return docs
 
 
+def as_documents(case: str, docs: list[dict[str, Any]]) -> list[Document]:
+    return [Document(FIXTURES / case / "rendered.yaml", i, d) for i, d in enumerate(docs)]
+
+
 def templates(case: str) -> list[PodTemplate]:
-    docs = render(case)
-    return pod_templates([Document(FIXTURES / case / "rendered.yaml", i, d) for i, d in enumerate(docs)])
+    return pod_templates(as_documents(case, render(case)))
 
 
-def test_there_are_cases_for_both_engines():
-    assert {"vllm", "sglang"} <= set(CASES)
+def pairs(case: str) -> list[tuple[PodTemplate, PodTemplate]]:
+    """(the input's Pod, the rendered one), by the Pod's name: a Deployment's, an LWS's leader
+    and worker."""
+    sources = {t.pod_name: t for t in pod_templates(as_documents(case, inputs(case)))}
+    rendered = templates(case)
+    assert sorted(sources) == sorted(t.pod_name for t in rendered)
+    return [(sources[t.pod_name], t) for t in rendered]
+
+
+def has_sidecar(template: PodTemplate) -> bool:
+    return any(is_sidecar_image(c["image"]) for c in template.containers())
+
+
+def sidecar_args(template: PodTemplate) -> dict[str, str]:
+    (sidecar,) = [c for c in template.containers() if is_sidecar_image(c["image"])]
+    return dict(arg.removeprefix("--").split("=", 1) for arg in sidecar["args"])
+
+
+def workload(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    (body,) = [d for d in docs if d["kind"] in WORKLOADS]
+    return body
+
+
+def components(case: str) -> list[str]:
+    """The names of the deploy/kustomize/ components a case lists."""
+    return [Path(c).name for c in yaml.safe_load((FIXTURES / case / "kustomization.yaml").read_text())["components"]]
+
+
+def engine_kind(case: str) -> str:
+    (kind,) = [c for c in components(case) if c in ("vllm", "sglang")]
+    return kind
+
+
+SIDECAR_CASES = [c for c in CASES if {"sidecar", "leaderworkerset"} & set(components(c))]
+
+
+def test_there_are_cases_for_both_engines_a_leaderworkerset_and_the_sidecar():
+    assert {"vllm", "sglang", "vllm-lws", "vllm-sidecar"} <= set(CASES)
+    assert {"vllm-lws", "vllm-sidecar", "vllm-trimmed"} <= set(SIDECAR_CASES)
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_the_rendered_objects_match_the_kubernetes_schema(case):
-    for body in render(case):
-        for version in (checks.OLDEST, checks.NEWEST):
-            try:
-                k8s_schema.validate(body, version, strict=True)
-            except k8s_schema.ValidationError as exc:
-                pytest.fail(f"{case}: not a valid {body['kind']} for Kubernetes {version}: {exc.message} "
-                            f"at {'/'.join(map(str, exc.path))}")
+    """A LeaderWorkerSet (a custom resource) by its Pod templates, as test_manifests.py does; a
+    template with a native sidecar against 1.29, the first version that has them."""
+    for document in as_documents(case, render(case)):
+        for body, oldest in checks._schema_checks(document):
+            for version in (oldest, checks.NEWEST):
+                try:
+                    k8s_schema.validate(body, version, strict=True)
+                except k8s_schema.ValidationError as exc:
+                    pytest.fail(f"{case}: not a valid {body['kind']} for Kubernetes {version}: {exc.message} "
+                                f"at {'/'.join(map(str, exc.path))}")
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_the_rendered_pods_pass_deploys_own_checks(case):
-    """The hook with its start guard and the Pod's grace, installed where it is exec'd, ports,
-    Secrets. Not automountServiceAccountToken: the components leave the user's choice alone."""
+    """The hook with its start guard and the Pod's grace (a worker's with the leader's token),
+    installed where it is exec'd, ports, Secrets. Not automountServiceAccountToken: the
+    components leave the user's choice alone."""
     rendered = templates(case)
     assert rendered
     for template in rendered:
@@ -73,49 +131,183 @@ def test_the_rendered_pods_pass_deploys_own_checks(case):
 
 @pytest.mark.parametrize("case", CASES)
 def test_the_hook_is_on_the_engine_with_the_manifests_grace_and_its_port(case):
-    (source,) = [d for d in inputs(case) if d["kind"] == "Deployment"]
-    source_spec = source["spec"]["template"]["spec"]
-    (template,) = templates(case)
-    engine = template.spec["containers"][0]
-    assert engine["name"] == source_spec["containers"][0]["name"]
-    grace = source_spec.get("terminationGracePeriodSeconds", DEFAULT_GRACE_S)
-    assert template.grace_s == grace
-    assert prestop_command(engine) == ["/drain/prestop", "--grace", str(grace)]
-    assert poststart_command(engine) == ["/drain/prestop", "version"]
-    declared = [p["containerPort"] for p in engine["ports"]]
-    assert int(template.annotations["prometheus.io/port"]) in declared  # where the hook reads
+    for source, template in pairs(case):
+        engine, source_engine = template.spec["containers"][0], source.spec["containers"][0]
+        assert engine["name"] == source_engine["name"]
+        grace = source.spec.get("terminationGracePeriodSeconds", DEFAULT_GRACE_S)
+        assert template.grace_s == grace
+        follow = [LEADER_TOKEN_FLAG, "/var/run/secrets/drain-sidecar/token"] if template.follows_a_leader else []
+        assert prestop_command(engine) == ["/drain/prestop", "--grace", str(grace), *follow]
+        assert poststart_command(engine) == ["/drain/prestop", "version"]
+        if "ports" in source_engine:  # a Deployment's engine, an LWS leader (its workers serve none)
+            declared = [p["containerPort"] for p in source_engine["ports"]]
+            assert int(template.annotations["prometheus.io/port"]) == declared[0]  # where the hook reads
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_the_users_own_fields_are_kept(case):
     """Nothing of the input is lost: its env, mounts, volumes, init containers and labels are all
     still there, with modeldrain's added beside them."""
-    (source,) = [d for d in inputs(case) if d["kind"] == "Deployment"]
-    source_template = source["spec"]["template"]
-    (template,) = templates(case)
-    engine, source_engine = template.spec["containers"][0], source_template["spec"]["containers"][0]
-    for key in ("env", "volumeMounts"):
-        assert all(item in engine[key] for item in source_engine.get(key, [])), key
-    for key in ("command", "args", "image", "ports", "resources", "livenessProbe", "readinessProbe"):
-        assert engine.get(key) == source_engine.get(key), key
-    assert all(v in template.spec["volumes"] for v in source_template["spec"].get("volumes", []))
-    assert source_template["metadata"]["labels"].items() <= template.labels.items()
-    for key, value in source_template["spec"].items():
-        if key not in ("containers", "volumes", "initContainers", "terminationGracePeriodSeconds"):
-            assert template.spec[key] == value, key
+    for source, template in pairs(case):
+        engine, source_engine = template.spec["containers"][0], source.spec["containers"][0]
+        for key in ("env", "volumeMounts"):
+            assert all(item in engine[key] for item in source_engine.get(key, [])), key
+        for key in ("command", "args", "image", "ports", "resources", "livenessProbe", "readinessProbe"):
+            assert engine.get(key) == source_engine.get(key), key
+        assert template.spec["containers"][1:] == source.spec["containers"][1:]
+        assert all(v in template.spec["volumes"] for v in source.spec.get("volumes", []))
+        assert source.labels.items() <= template.labels.items()
+        assert source.annotations.items() - {"prometheus.io/port"} <= template.annotations.items()
+        for key, value in source.spec.items():
+            if key not in ("containers", "volumes", "initContainers", "terminationGracePeriodSeconds"):
+                assert template.spec[key] == value, key
+    source_body, body = workload(inputs(case)), workload(render(case))
+    for key in ("metadata",):
+        assert body[key] == source_body[key]
+
+
+@pytest.mark.parametrize("case", SIDECAR_CASES)
+def test_the_sidecar_says_the_engine_and_lingers_at_most_the_grace(case):
+    for source, template in pairs(case):
+        assert has_sidecar(template), template.source
+        args = sidecar_args(template)
+        assert args["engine"] == engine_kind(case)
+        assert int(args["linger-max"]) == source.spec.get("terminationGracePeriodSeconds", DEFAULT_GRACE_S)
+        assert args["token-file"] == "/var/run/secrets/drain-sidecar/token"
+        assert template.labels["modeldrain.io/drain-sidecar"] == "true"  # deploy/networkpolicy.yaml's
+        # No fsGroup is set on the user's Pod (kubelet would re-own every volume it mounts): the
+        # token is world-readable inside the containers that mount it.
+        assert template.spec.get("securityContext") == source.spec.get("securityContext")
+        (token,) = [v["secret"] for v in template.spec["volumes"] if v["name"] == "token"]
+        assert token == {"secretName": "drain-sidecar-token", "defaultMode": 0o444}
+        (sidecar,) = [c for c in template.containers() if is_sidecar_image(c["image"])]
+        env = {e["name"] for e in sidecar["env"]}
+        assert {"POD_NAMESPACE", "POD_NAME", "POD_UID"} <= env
+        if "leaderworkerset.sigs.k8s.io/name" in template.labels:
+            assert "MEMBER_CONFIGURATION" in env
+
+
+def policies(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [d for d in docs if d["kind"] == "NetworkPolicy"]
+
+
+@pytest.mark.parametrize("sidecar_named_ports", [True, False],
+                         ids=["named-ports-in-sidecars", "named-ports-in-containers-only"])
+@pytest.mark.parametrize("case", SIDECAR_CASES)
+def test_the_rendered_policy_admits_exactly_the_flows_the_pods_rely_on(case, sidecar_named_ports):
+    """tests/deploy/flows.py's world around the rendered Pods: the controller to each sidecar,
+    routers and Prometheus to the engine's port, an LWS's members to each other (a worker to its
+    leader's 8490 among them); nobody else to 8490, an unrelated LWS's Pods included."""
+    docs = render(case)
+    world = World.of(pod_templates(as_documents(case, docs)), policies(docs), sidecar_named_ports)
+    assert world.must_pass() and world.must_not_pass()
+    failures = world.failures()
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize("case", SIDECAR_CASES)
+def test_the_policy_is_the_workloads_own(case):
+    """Named after the workload, in its namespace, selecting its Pods only, the controller's
+    namespace the one to replace (the same placeholder as deploy/networkpolicy.yaml's)."""
+    docs = render(case)
+    body = workload(docs)
+    (policy,) = policies(docs)
+    assert policy["metadata"]["name"] == body["metadata"]["name"]
+    assert policy["metadata"].get("namespace") == body["metadata"].get("namespace")
+    peers = policy["spec"]["ingress"][0]["from"]
+    assert peers == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": CONTROLLER_NAMESPACE}}}]
+    selector = policy["spec"]["podSelector"]["matchLabels"]
+    if body["kind"] == "Deployment":
+        assert selector == body["spec"]["selector"]["matchLabels"]
+    else:
+        assert selector == {"leaderworkerset.sigs.k8s.io/name": body["metadata"]["name"]}
+
+
+def test_the_flows_check_catches_a_policy_left_unfilled():
+    """The placeholder selector (what a replacement that missed its target leaves) selects no
+    Pod: every sidecar is open to all, and the flows say so."""
+    docs = render("vllm-sidecar")
+    (policy,) = policies(docs)
+    policy["spec"]["podSelector"] = yaml.safe_load(
+        (COMPONENTS / "sidecar" / "networkpolicy.yaml").read_text())["spec"]["podSelector"]
+    failures = World.of(pod_templates(as_documents("vllm-sidecar", docs)), [policy]).failures()
+    assert any(f.startswith("admitted, but must not pass: web-0 -> mistral-7b-0:8490") for f in failures), failures
+
+
+# --- builds that must fail, loudly, naming what is missing ---------------------------------------
+
+
+def case_dir(tmp_path: Path, manifest: dict[str, Any] | list[dict[str, Any]], components: list[str],
+             extra: dict[str, Any] | None = None) -> Path:
+    case = tmp_path / "case"
+    case.mkdir(parents=True)
+    (case / "manifest.yaml").write_text(yaml.safe_dump_all(manifest if isinstance(manifest, list) else [manifest]))
+    # kustomize takes components by relative path only.
+    up = Path("../" * len(case.parts[1:])) / COMPONENTS.relative_to("/")
+    (case / "kustomization.yaml").write_text(yaml.safe_dump(
+        {"resources": ["manifest.yaml"], "components": [str(up / c) for c in components], **(extra or {})}))
+    return case
+
+
+def vllm_deployment() -> dict[str, Any]:
+    return workload(inputs("vllm"))
+
+
+def refused(case: Path) -> str:
+    done = build(case)
+    assert done.returncode != 0, f"built, but must not:\n{done.stdout}"
+    return done.stderr
 
 
 def test_a_manifest_without_a_grace_and_without_grace_30_is_refused(tmp_path):
     """kustomize cannot default a missing field: the build fails naming it, never a hook with a
     --grace that disagrees with the Pod's."""
-    kubectl = environment.require_executable("kubectl", "`kubectl kustomize` renders deploy/kustomize/")
-    case = tmp_path / "case"
-    case.mkdir()
-    (case / "deployment.yaml").write_text((FIXTURES / "vllm" / "deployment.yaml").read_text())
-    # kustomize takes components by relative path only.
-    components = Path("../" * len(case.parts[1:])) / REPO.relative_to("/") / "deploy" / "kustomize"
-    (case / "kustomization.yaml").write_text(yaml.safe_dump(
-        {"resources": ["deployment.yaml"], "components": [str(components / "vllm"), str(components / "deployment")]}))
-    done = subprocess.run([kubectl, "kustomize", str(case)], capture_output=True, text=True, timeout=RENDER_TIMEOUT_S)
-    assert done.returncode != 0
-    assert "spec.template.spec.terminationGracePeriodSeconds" in done.stderr
+    case = case_dir(tmp_path, vllm_deployment(), ["vllm", "deployment"])
+    assert "spec.template.spec.terminationGracePeriodSeconds" in refused(case)
+
+
+def test_a_first_container_that_declares_no_port_is_refused(tmp_path):
+    """The engine must be the first container (kustomize cannot be told another). A first
+    container that serves nothing (a log shipper put first) is not taken for it: the build fails
+    naming the port it copies into the hook's annotations."""
+    manifest = vllm_deployment()
+    containers = manifest["spec"]["template"]["spec"]["containers"]
+    containers.insert(0, {"name": "log-shipper", "image": "fluent/fluent-bit:3.1"})
+    case = case_dir(tmp_path, manifest, ["grace-30", "vllm", "deployment"])
+    assert "spec.template.spec.containers.0.ports.0.containerPort" in refused(case)
+
+
+def test_the_engines_name_can_be_made_a_condition_of_the_build(tmp_path):
+    """deploy/kustomize/deployment's documented guard: a JSON6902 test of the first container's
+    name in the user's kustomization fails the build when the first container is another."""
+    guard = {"patches": [{"target": {"kind": "Deployment"},
+                          "patch": '[{"op": "test", "path": "/spec/template/spec/containers/0/name", '
+                                   '"value": "mistral-7b"}]'}]}
+    manifest = vllm_deployment()
+    assert build(case_dir(tmp_path / "engine-first", manifest, ["grace-30", "vllm", "deployment"], guard)).returncode == 0
+    manifest["spec"]["template"]["spec"]["containers"].insert(
+        0, {"name": "proxy", "image": "envoyproxy/envoy:v1.31", "ports": [{"containerPort": 9000}]})
+    stderr = refused(case_dir(tmp_path / "proxy-first", manifest, ["grace-30", "vllm", "deployment"], guard))
+    assert "/spec/template/spec/containers/0/name" in stderr
+
+
+def test_a_build_without_an_engine_component_is_refused(tmp_path):
+    """The scrape annotations come from ../vllm or ../sglang, and drain-sidecar's --engine: without
+    either the build fails, never a hook without its port nor a sidecar that says no engine."""
+    manifest = vllm_deployment()
+    assert "prometheus.io/port" in refused(case_dir(tmp_path / "hook", manifest, ["grace-30", "deployment"]))
+    # A manifest of its own with the annotations: the sidecar still wants to know the engine.
+    manifest["spec"]["template"]["metadata"]["annotations"] = {"prometheus.io/port": "8000"}
+    stderr = refused(case_dir(tmp_path / "sidecar", manifest, ["grace-30", "deployment", "sidecar"]))
+    assert "nothing selected by Engine" in stderr
+
+
+def test_a_leaderworkerset_without_a_leader_template_is_refused(tmp_path):
+    """LeaderWorkerSet makes the leader from the worker's template when it has none; the
+    components write into both, so they must both be there: the build fails naming it."""
+    lws = workload(inputs("vllm-lws"))
+    group = lws["spec"]["leaderWorkerTemplate"]
+    group["workerTemplate"]["spec"]["terminationGracePeriodSeconds"] = 30
+    del group["leaderTemplate"]
+    case = case_dir(tmp_path, lws, ["vllm", "leaderworkerset"])
+    assert "leaderTemplate" in refused(case)
