@@ -65,6 +65,7 @@ class DrainConfig:
     interval_s: float
     busy_interval_s: float
     warnings: tuple[str, ...] = ()
+    grace_given: bool = True  # False: --grace was not given and grace_s is DEFAULT_GRACE_S, assumed
 
 
 def add_target_flags(parser: argparse.ArgumentParser) -> None:
@@ -87,7 +88,8 @@ def add_target_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def add_drain_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--grace", type=seconds_arg("--grace", inclusive=False), default=constants.DEFAULT_GRACE_S,
+    # No default here: a grace not given is said at start (DrainConfig.grace_given), then assumed.
+    parser.add_argument("--grace", type=seconds_arg("--grace", inclusive=False), default=None,
                         metavar="SECONDS",
                         help=f"the Pod's terminationGracePeriodSeconds (default {constants.DEFAULT_GRACE_S:g})")
     parser.add_argument("--route-wait", type=seconds_arg("--route-wait"), default=constants.ROUTE_WAIT_S,
@@ -107,7 +109,8 @@ def add_drain_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--leader-token-file", metavar="FILE",
                         help="bearer token for the leader's drain-sidecar (its --token-file)")
     parser.add_argument("--quiet", action="store_true",
-                        help="do not mirror the log lines to the container's log (PID 1's stdout)")
+                        help="do not mirror the log lines to the container's log (PID 1's stdout); never mirrored "
+                        "when run from an interactive terminal")
     parser.add_argument("--log-mirror", default=CONTAINER_LOG, help=argparse.SUPPRESS)  # tests: a file
 
 
@@ -201,7 +204,8 @@ def resolve_drain_config(args: argparse.Namespace, env: Mapping[str, str] | None
         read=resolve_read_config(args),
         leader=leader,
         warnings=tuple(warnings),
-        grace_s=args.grace,
+        grace_s=constants.DEFAULT_GRACE_S if args.grace is None else args.grace,
+        grace_given=args.grace is not None,
         route_wait_s=args.route_wait,
         exit_reserve_s=args.exit_reserve,
         interval_s=args.interval,
