@@ -50,6 +50,13 @@ REQUEST_TIMEOUT_S = 6.0
 MAX_ANSWER_BYTES = 256 * 1024
 
 _UNMEASURABLE = frozenset({"refused", "http_error", "tls_error"})
+
+# Statuses that no later round changes by itself: what the caller must fix, said with the first hold.
+_STATUS_WHY = {
+    401: ": the sidecar wants its bearer token (no token sent, or not the one its --token-file holds)",
+    403: ": the sidecar refused this caller",
+    404: f": no {WORK_PATH} at this address: is it a drain-sidecar's (port 8490), or another server's?",
+}
 _SPLIT_ROLES = frozenset({"prefill", "decode"})
 
 
@@ -340,7 +347,7 @@ def _parse(answer: Answer) -> _View | str:
     body = answer.body
     if answer.status != 200:
         code = body.get("error") if isinstance(body, dict) else None
-        return f"HTTP {answer.status}" + (f" ({code})" if code else "")
+        return f"HTTP {answer.status}" + (f" ({code})" if code else "") + _STATUS_WHY.get(answer.status or 0, "")
     if not isinstance(body, dict):
         return "the body is not a JSON object"
     if body.get("schema") != SCHEMA:
@@ -420,7 +427,7 @@ def read_member(url: str, token: str | None = None, timeout_s: float = REQUEST_T
     try:
         return Answer(status=status, body=json.loads(raw))
     except ValueError:
-        return Answer(status=status, error=f"HTTP {status} with a body that is not JSON")
+        return Answer(status=status, error=f"HTTP {status} with a body that is not JSON" + _STATUS_WHY.get(status, ""))
 
 
 def read_token(path: str) -> str:
