@@ -66,6 +66,7 @@ class DrainConfig:
     busy_interval_s: float
     warnings: tuple[str, ...] = ()
     grace_given: bool = True  # False: --grace was not given and grace_s is DEFAULT_GRACE_S, assumed
+    grace_flag: str = "--grace"  # what gave it, for drain_started (the sidecar's /v1/drain: ?grace=)
 
 
 def add_target_flags(parser: argparse.ArgumentParser) -> None:

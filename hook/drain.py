@@ -134,7 +134,7 @@ def _log_start(config: DrainConfig, plan: DrainPlan, log: EventLog) -> None:
         "drain_started",
         version=__version__,
         grace_s=config.grace_s,
-        grace_source="--grace" if config.grace_given else "assumed (--grace not given)",
+        grace_source=config.grace_flag if config.grace_given else "assumed (--grace not given)",
         first_read_s=round(plan.first_read_at - plan.started_at, 3),
         deadline_s=round(plan.deadline_at - plan.started_at, 3),
         exit_reserve_s=plan.exit_reserve.seconds,

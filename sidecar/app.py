@@ -146,7 +146,7 @@ async def drain(request: web.Request) -> web.Response:
     """Run this call's own drain, the one kubelet's preStop httpGet waits on; answer when the hook would return."""
     service = request.app[APP_SERVICE]
     text = request.query.get("grace")
-    bounds = f"{ADMITTED_GRACE_MIN_S:g} to {ADMITTED_GRACE_MAX_S:g} seconds (the operator admits no other grace)"
+    bounds = f"{ADMITTED_GRACE_MIN_S:g} to {ADMITTED_GRACE_MAX_S:g} seconds (what the ModelDeployment operator's shutdown documentation admits, restated in docs/requirements.md)"
     if text is None:
         raise ApiError(400, errors.BAD_REQUEST,
                        f"grace is required: /v1/drain?grace=<terminationGracePeriodSeconds>, {bounds}")

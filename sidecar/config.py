@@ -57,7 +57,7 @@ class SidecarConfig:
 def build_parser() -> Parser:
     parser = Parser(
         prog="drain-sidecar",
-        description="Serve one fresh read of this Pod's engine work gauges to the operator's controller,\n"
+        description="Serve one fresh read of this Pod's engine work gauges to the ModelDeployment operator's controller,\n"
         "by Pod IP: GET /v1/work (OpenAPI at /v1/openapi.json), /healthz, /readyz, /metrics.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,

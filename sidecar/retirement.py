@@ -2,7 +2,8 @@
 
 Standard library only and self-contained (it imports nothing from this project), so a controller
 team can read it in one sitting or vendor it. It implements docs/controller.md, which states the
-operator's spec ("Reading member work", "Drain read refusals", "Limitations") as an algorithm over
+ModelDeployment operator's shutdown documentation ("Reading member work", "Drain read refusals",
+"Limitations"; restated in modeldrain's docs/requirements.md, "the spec" below) as an algorithm over
 drain-sidecar's GET /v1/work answers (schema modeldrain.sidecar/v2):
 
     protocol = Retirement([Member("http://10.0.0.7:8490", PodRef("team-a", "llm-0", uid))], budget_s=120)
