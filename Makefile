@@ -79,7 +79,7 @@ build/out/images/engine-emulator.tar: build/out/engine-emulator emulation/engine
 # bench/RESULTS.md: drain quality against the alternatives, every drain configuration, and the
 # cost of every part, then the fleet simulation drawn from them (~25 min on 2 cores; matplotlib, the
 # plots' bench-only dependency, is installed first). Uses dist/prestop when it exists; BENCH_ARGS=--quick for
-# a fast check (~6 min).
+# a fast check (~6 min), written to bench/out/quick/ (untracked), never over the record.
 bench: venv
 	$(BIN)/python -m pip install -q -e '.[bench]'
 	$(BIN)/python -m bench.run $(BENCH_ARGS)

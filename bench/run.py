@@ -1,6 +1,6 @@
 """`make bench`: every benchmark, then bench/RESULTS.md (and the raw numbers in bench/results.json).
 
-    python -m bench.run [--quick] [--repeats N] [--jobs N]
+    python -m bench.run [--quick] [--repeats N] [--jobs N] [--out MD] [--json JSON]
                         [--parts prestop,sidecar-start,reading,scrape,sidecar,reliability,drain,configurations,fleet]
 
 The cost parts run first, one thing at a time, while the machine is otherwise quiet; then the drain
@@ -8,6 +8,7 @@ matrix, its cells concurrently; then the other drain configurations (bench/drain
 theirs concurrently too; then the fleet simulation, drawn from the drain parts' figures
 (bench/fleet/), and its real roll. `--parts` reruns only those parts and keeps the others' last
 results from the JSON file, so a part disturbed by other work on the machine can be rerun alone.
+A --quick run writes bench/out/quick/ (untracked), never the tracked bench/RESULTS.md.
 Wiring only: the measuring is in the modules named after what they measure.
 """
 
@@ -55,6 +56,8 @@ SCRAPE_ROUNDS = (15, 5)
 SIDECAR_SECONDS = (5.0, 1.0)
 DRAIN_REPEATS_DEFAULT = 3
 QUICK_GRACES_S = (30.0,)
+# Where a --quick run writes its report: untracked (.gitignore), never the record README.md cites.
+QUICK_OUT = HERE / "out" / "quick"
 
 
 def _log(message: str) -> None:
@@ -152,7 +155,9 @@ def run_fleet(results: dict, prestop: Path, quick: bool) -> dict:
     return result
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The run's settings. A --quick run writes its report to QUICK_OUT unless --out/--json say
+    otherwise: its few runs must never replace the tracked record that README.md quotes."""
     parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true",
                         help="one repeat, G = 30 only, fewer cost runs, a short reliability part: a check that "
@@ -164,16 +169,39 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"concurrent deletions (default {drain_quality.DEFAULT_JOBS} for the drain matrix, "
                         f"{drain_configurations.DEFAULT_JOBS} for the configurations)")
     parser.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated subset of {','.join(PARTS)}")
-    parser.add_argument("--out", type=Path, default=report.DEFAULT_MD, help="the Markdown report")
-    parser.add_argument("--json", type=Path, default=report.DEFAULT_JSON, help="the raw results")
+    parser.add_argument("--out", type=Path, default=None,
+                        help=f"the Markdown report (default {_shown(report.DEFAULT_MD)}; with --quick "
+                        f"{_shown(QUICK_OUT / report.DEFAULT_MD.name)})")
+    parser.add_argument("--json", type=Path, default=None,
+                        help=f"the raw results (default {_shown(report.DEFAULT_JSON)}; with --quick "
+                        f"{_shown(QUICK_OUT / report.DEFAULT_JSON.name)})")
     args = parser.parse_args(argv)
-    parts = [p.strip() for p in args.parts.split(",") if p.strip()]
-    unknown = set(parts) - set(PARTS)
+    where = QUICK_OUT if args.quick else None
+    if args.out is None:
+        args.out = where / report.DEFAULT_MD.name if where else report.DEFAULT_MD
+    if args.json is None:
+        args.json = where / report.DEFAULT_JSON.name if where else report.DEFAULT_JSON
+    args.parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    unknown = set(args.parts) - set(PARTS)
     if unknown:
         parser.error(f"unknown part(s): {', '.join(sorted(unknown))}")
-    repeats = args.repeats if args.repeats is not None else (1 if args.quick else DRAIN_REPEATS_DEFAULT)
-    if repeats < 1 or (args.jobs is not None and args.jobs < 1):
+    args.repeats_resolved = args.repeats if args.repeats is not None else (1 if args.quick else DRAIN_REPEATS_DEFAULT)
+    if args.repeats_resolved < 1 or (args.jobs is not None and args.jobs < 1):
         parser.error("--repeats and --jobs must be at least 1")
+    return args
+
+
+def _shown(path: Path) -> str:
+    return str(path.relative_to(HERE.parent))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    parts, repeats = args.parts, args.repeats_resolved
+    if args.quick:
+        _log(f"--quick: writing {args.out} and {args.json}, not the record (bench/RESULTS.md)")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.json.parent.mkdir(parents=True, exist_ok=True)
     drain_jobs = args.jobs or drain_quality.DEFAULT_JOBS
     configuration_jobs = args.jobs or drain_configurations.DEFAULT_JOBS
     graces_s = QUICK_GRACES_S if args.quick else drain_quality.GRACES_S
@@ -186,7 +214,8 @@ def main(argv: list[str] | None = None) -> int:
         try:  # the fleet draws from those parts' figures: say so now, not after the other parts ran
             fleet_measured(results)
         except MissingMeasurement as exc:
-            parser.error(f"--parts fleet: {exc}")
+            print(f"python -m bench.run: error: --parts fleet: {exc}", file=sys.stderr)
+            return 2
     started = time.monotonic()
     command = " ".join(["python -m bench.run", shlex.join(sys.argv[1:] if argv is None else argv)]).strip()
     this_run = describe(command)

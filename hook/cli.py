@@ -36,14 +36,16 @@ The last line on stdout is one JSON object:
   {"event": "drain_finished", "outcome": "idle"|"deadline"|"unmeasurable"|"engine_gone"|"leader_gone"|
    "leader_unreachable"|"terminated"|"interrupted",
    "elapsed_s": ..., "in_flight": ..., "reads": ..., "reason": "...", "exit_code": ...}
-Each state change is logged as a JSON line on stderr and, unless --quiet, on the
-container's log stream (PID 1's stdout), so that `kubectl logs` shows the drain.
+Each state change is logged as a JSON line on stderr and, unless --quiet or run from an
+interactive terminal, on the container's log stream (PID 1's stdout), so that `kubectl logs`
+shows the drain.
 
 subcommands:
   prestop check    one read now, printed as JSON (exit 0 idle, 1 busy, 11 unmeasurable, 12 the
                    leader does not answer): a worker's check reads its leader, as its drain does
   prestop version  the version and how this executable was built
   prestop install DIR  copy this bundled executable to DIR/prestop (for an init container)
+  prestop lint FILE... check Pod templates (JSON; YAML where PyYAML is installed) against the hook
 """
 
 CHECK_EXIT_HELP = ("exit codes: 0 idle, 1 busy (or incomplete, timed out, unparseable), 11 unmeasurable, "
@@ -153,7 +155,7 @@ def _check_parser() -> argparse.ArgumentParser:
 
 def drain(argv: list[str]) -> int:
     from modeldrain.hook.clock import exec_started_at
-    from modeldrain.hook.events import EventLog, Sink
+    from modeldrain.hook.events import EventLog, Sink, mirror_for
 
     log: EventLog | None = None
     fields: dict[str, Any]
@@ -167,7 +169,8 @@ def drain(argv: list[str]) -> int:
         from modeldrain.hook.drain import run_drain
 
         args = _drain_parser().parse_args(argv)
-        log = EventLog("prestop", started_at=started_at, mirror_path=None if args.quiet else args.log_mirror)
+        mirror_path, mirror_off = mirror_for(None if args.quiet else args.log_mirror)
+        log = EventLog("prestop", started_at=started_at, mirror_path=mirror_path, mirror_off=mirror_off)
         _remove_leftovers(log)
         result = run_drain(resolve_drain_config(args), started_at, log)
         code = result.outcome.exit_code
@@ -199,6 +202,7 @@ def _remove_leftovers(log: EventLog) -> None:
 
 def check(argv: list[str]) -> int:
     from modeldrain.hook.config import resolve_leader, resolve_read_config
+    from modeldrain.hook.foreign_body import NOT_AN_ENGINE
     from modeldrain.hook.outcome import ReadOutcome, read_fields
     from modeldrain.hook.reader import EngineReader
 
@@ -211,6 +215,8 @@ def check(argv: list[str]) -> int:
     # The drain's own reader: where the drain would move to the engine's own --port, so does the check.
     reader = EngineReader(config, warnings.append)
     read = reader.read(config.read_timeout_s)
+    if read.detail.startswith(NOT_AN_ENGINE):
+        warnings.append(read.detail.split("; ", 1)[0])
     report = {"target": reader.target.url, "target_source": reader.target.source,
               "engine_source": config.hint.source, **read_fields(read),
               "process_start_time": read.process_start_time, "restart_counters": dict(read.restart_counters),
@@ -257,12 +263,34 @@ def install(argv: list[str]) -> int:
     return install_bundle(argv)
 
 
-SUBCOMMANDS = {"check": check, "version": version, "install": install}
+def lint(argv: list[str]) -> int:
+    from modeldrain.hook.lint_cli import main as lint_main
+
+    return lint_main(argv)
+
+
+SUBCOMMANDS = {"check": check, "version": version, "install": install, "lint": lint}
+
+
+def _mistyped_subcommand(argv: list[str]) -> str | None:
+    """`prestop chek`: the drain takes no positional argument, so a word that is close to a
+    subcommand's name is a typo of it; the usage error names the one meant."""
+    import difflib
+
+    if not argv or argv[0].startswith("-"):
+        return None
+    close = difflib.get_close_matches(argv[0], SUBCOMMANDS, n=1)
+    if not close:
+        return None
+    return f"prestop: error: unknown subcommand {argv[0]!r}; did you mean {close[0]!r}? (see prestop --help)"
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     subcommand = SUBCOMMANDS.get(argv[0]) if argv else None
+    if subcommand is None and (mistyped := _mistyped_subcommand(argv)) is not None:
+        print(mistyped, file=sys.stderr)
+        return ExitCode.USAGE
     if subcommand is None:
         # First, before anything that can take time: a stop signal must end in a drain_finished line.
         _SIGNALS.install()

@@ -67,6 +67,8 @@ class DrainConfig:
     interval_s: float
     busy_interval_s: float
     warnings: tuple[str, ...] = ()
+    grace_given: bool = True  # False: --grace was not given and grace_s is DEFAULT_GRACE_S, assumed
+    grace_flag: str = "--grace"  # what gave it, for drain_started (the sidecar's /v1/drain: ?grace=)
 
 
 def add_target_flags(parser: argparse.ArgumentParser) -> None:
@@ -107,7 +109,8 @@ def _leader_token_file(path: str) -> str:
 
 def add_drain_flags(parser: argparse.ArgumentParser) -> None:
     add_leader_flags(parser)
-    parser.add_argument("--grace", type=seconds_arg("--grace", inclusive=False), default=constants.DEFAULT_GRACE_S,
+    # No default here: a grace not given is said at start (DrainConfig.grace_given), then assumed.
+    parser.add_argument("--grace", type=seconds_arg("--grace", inclusive=False), default=None,
                         metavar="SECONDS",
                         help=f"the Pod's terminationGracePeriodSeconds (default {constants.DEFAULT_GRACE_S:g})")
     parser.add_argument("--route-wait", type=seconds_arg("--route-wait"), default=constants.ROUTE_WAIT_S,
@@ -121,7 +124,8 @@ def add_drain_flags(parser: argparse.ArgumentParser) -> None:
                         default=constants.BUSY_POLL_INTERVAL_S, metavar="SECONDS",
                         help=f"time between reads while work is in flight (default {constants.BUSY_POLL_INTERVAL_S:g})")
     parser.add_argument("--quiet", action="store_true",
-                        help="do not mirror the log lines to the container's log (PID 1's stdout)")
+                        help="do not mirror the log lines to the container's log (PID 1's stdout); never mirrored "
+                        "when run from an interactive terminal")
     parser.add_argument("--log-mirror", default=CONTAINER_LOG, help=argparse.SUPPRESS)  # tests: a file
 
 
@@ -230,7 +234,8 @@ def resolve_drain_config(args: argparse.Namespace, env: Mapping[str, str] | None
         read=resolve_read_config(args),
         leader=leader,
         warnings=tuple(warnings),
-        grace_s=args.grace,
+        grace_s=constants.DEFAULT_GRACE_S if args.grace is None else args.grace,
+        grace_given=args.grace is not None,
         route_wait_s=args.route_wait,
         exit_reserve_s=args.exit_reserve,
         interval_s=args.interval,

@@ -24,6 +24,7 @@ from modeldrain.hook.decision import (
     reserve_after_read,
 )
 from modeldrain.hook.events import EventLog
+from modeldrain.hook.foreign_body import NOT_AN_ENGINE
 from modeldrain.hook.outcome import Read, read_fields
 from modeldrain.hook.leader import LeaderReader
 from modeldrain.hook.reader import EngineReader
@@ -102,6 +103,8 @@ def run_drain(config: DrainConfig, started_at: float, log: EventLog, *,
         if isinstance(step, Finish):
             return _result(state, step, started_at, clock.now())
         current = read(step.timeout_s)
+        if state.reads == 0 and current.detail.startswith(NOT_AN_ENGINE):
+            log.warning("config_warning", message=current.detail)  # a misplaced probe: said at the first read
         state, finish = after_read(state, current, following_leader=following_leader)
         progress.observe(current, state.reads, clock.now())
         grown = reserve_after_read(plan.exit_reserve, current)
@@ -131,6 +134,7 @@ def _log_start(config: DrainConfig, plan: DrainPlan, log: EventLog) -> None:
         "drain_started",
         version=__version__,
         grace_s=config.grace_s,
+        grace_source=config.grace_flag if config.grace_given else "assumed (--grace not given)",
         first_read_s=round(plan.first_read_at - plan.started_at, 3),
         deadline_s=round(plan.deadline_at - plan.started_at, 3),
         exit_reserve_s=plan.exit_reserve.seconds,
@@ -142,12 +146,21 @@ def _log_start(config: DrainConfig, plan: DrainPlan, log: EventLog) -> None:
         engine_source=rc.hint.source,
         log_mirror=log.mirror_status,
     )
-    for warning in rc.warnings + config.warnings:
+    # What the read configuration says of the local engine (no port found, a bad annotation) does
+    # not apply to a worker that reads its leader's sidecar instead.
+    local_warnings = () if config.leader is not None else rc.warnings
+    for warning in local_warnings + config.warnings:
         log.warning("config_warning", message=warning)
+    if not config.grace_given:
+        log.warning("config_warning", message=(
+            f"--grace not given: assuming {config.grace_s:g} s. The hook cannot read the Pod's "
+            "terminationGracePeriodSeconds; with a longer one the drain ends early and SIGTERM cuts what still "
+            "runs. Repeat it: prestop --grace G (prestop lint checks a manifest for it)"))
     if not constants.ADMITTED_GRACE_MIN_S <= config.grace_s <= constants.ADMITTED_GRACE_MAX_S:
         log.warning("config_warning", message=(
             f"--grace {config.grace_s:g} is outside the {constants.ADMITTED_GRACE_MIN_S:g}-"
-            f"{constants.ADMITTED_GRACE_MAX_S:g} s the operator admits; is it the Pod's terminationGracePeriodSeconds?"))
+            f"{constants.ADMITTED_GRACE_MAX_S:g} s that the ModelDeployment operator's shutdown documentation "
+            "admits (restated in modeldrain's docs/requirements.md); is it the Pod's terminationGracePeriodSeconds?"))
 
 
 class _ProgressLog:

@@ -24,6 +24,24 @@ from typing import Any
 
 # PID 1's stdout is the container's log stream when the hook runs inside the container.
 CONTAINER_LOG = "/proc/1/fd/1"
+# Why the mirror is off for a hook run by hand: a person at a terminal reads stderr already, and
+# outside a container PID 1 is the host's init, whose stdout is no log of ours.
+INTERACTIVE_MIRROR_OFF = "off: run from an interactive terminal (stdin, stdout or stderr is a TTY)"
+
+
+def interactive_terminal(fds: tuple[int, ...] = (0, 1, 2)) -> bool:
+    """A person runs this from a terminal: kubelet's exec of a hook gives it pipes or /dev/null,
+    never a TTY, so a TTY on any standard stream means the hook was not run as a Pod's hook."""
+    return any(os.isatty(fd) for fd in fds)
+
+
+def mirror_for(path: str | None) -> tuple[str | None, str]:
+    """The mirror to open and, when none, why: never from an interactive terminal."""
+    if path is None:
+        return None, "off"
+    if interactive_terminal():
+        return None, INTERACTIVE_MIRROR_OFF
+    return path, "off"
 
 # POSIX guarantees a write of at most PIPE_BUF bytes to a pipe is atomic (4096 on Linux).
 MAX_LINE_BYTES = 4096
@@ -147,12 +165,12 @@ class EventLog:
     """JSON lines to stderr and, optionally, a mirror (the container's log stream)."""
 
     def __init__(self, source: str, *, started_at: float | None = None, stream_fd: int = 2,
-                 mirror_path: str | None = None):
+                 mirror_path: str | None = None, mirror_off: str = "off"):
         self._source = source
         self._started_at = started_at
         self._stream = Sink.for_stream(stream_fd, "stderr")
         self._mirror: Sink | None = None
-        self.mirror_status = "off"
+        self.mirror_status = mirror_off  # what drain_started says when there is no mirror
         self.dropped = 0  # lines not written to every destination
         if mirror_path:
             self._open_mirror(mirror_path)

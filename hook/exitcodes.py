@@ -12,7 +12,8 @@ import enum
 
 class ExitCode(enum.IntEnum):
     OK = 0  # drained idle; a check read idle; installed; stopped cleanly
-    BUSY = 1  # `prestop check`: the read was not idle; `drain-sidecar retirement`: the replica is held
+    BUSY = 1  # `prestop check`: the read was not idle; `drain-sidecar retirement`: the replica is held;
+    # `prestop lint`: a finding
     USAGE = 2  # a bad flag or argument: the message names it (argparse's own status)
     LISTEN_FAILED = 3  # drain-sidecar: cannot listen on --listen
     DEADLINE = 10  # the drain reached G - exit reserve with work in flight or unknown

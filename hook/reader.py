@@ -14,6 +14,7 @@ from modeldrain.hook import exposition
 from modeldrain.hook.config import ReadConfig
 from modeldrain.hook.engine import EngineHint
 from modeldrain.hook.fetch import FetchError, fetch
+from modeldrain.hook.foreign_body import not_an_engine
 from modeldrain.hook.gauges import Role, gauge_set
 from modeldrain.hook.outcome import Read, ReadOutcome
 from modeldrain.hook.target import Target
@@ -55,7 +56,11 @@ def read_body(fetched: Read, body: bytes, content_type: str, hint: EngineHint, *
     except exposition.ParseTimeout as exc:
         return replace(fetched, outcome=ReadOutcome.TIMEOUT, detail=str(exc))
     except exposition.ExpositionError as exc:
-        return replace(fetched, outcome=ReadOutcome.UNPARSEABLE, detail=str(exc))
+        read = replace(fetched, outcome=ReadOutcome.UNPARSEABLE, detail=str(exc))
+    if not read.gauges and read.outcome in (ReadOutcome.INCOMPLETE, ReadOutcome.UNPARSEABLE):
+        foreign = not_an_engine(body)
+        if foreign is not None:  # a misplaced probe: say what was read, not only what is missing
+            read = replace(read, detail=f"{foreign}; {read.detail}")
     return read
 
 
@@ -72,7 +77,8 @@ def _classify(fetched: Read, parsed: exposition.Exposition, hint: EngineHint) ->
     if measured.invalid:
         return replace(read, outcome=ReadOutcome.INVALID_VALUE,
                        detail="negative, NaN or infinite value in " + ", ".join(measured.invalid))
-    in_flight = measured.in_flight
+    # Nothing of the set present measures nothing: no in-flight count, not a zero.
+    in_flight = measured.in_flight if measured.gauges else None
     read = replace(read, in_flight=in_flight)
     if measured.missing:
         return replace(read, outcome=ReadOutcome.INCOMPLETE, detail="missing " + ", ".join(measured.missing))

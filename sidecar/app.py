@@ -21,7 +21,7 @@ from modeldrain.sidecar.coalescer import Coalescer
 from modeldrain.hook.constants import ADMITTED_GRACE_MAX_S, ADMITTED_GRACE_MIN_S
 from modeldrain.hook.flags import parse_seconds
 from modeldrain.sidecar.command import CommandWatch
-from modeldrain.sidecar.constants import MAX_REQUEST_BODY_BYTES, TOKEN_FILE_WAIT_S
+from modeldrain.sidecar.constants import MAX_REQUEST_BODY_BYTES, SERVER_HEADER, TOKEN_FILE_WAIT_S
 from modeldrain.sidecar.drain_job import DrainJobs, DrainRefused
 from modeldrain.sidecar.work_answer import Identity, work_answer
 from modeldrain.sidecar.lifecycle import Lifecycle
@@ -146,7 +146,7 @@ async def drain(request: web.Request) -> web.Response:
     """Run this call's own drain, the one kubelet's preStop httpGet waits on; answer when the hook would return."""
     service = request.app[APP_SERVICE]
     text = request.query.get("grace")
-    bounds = f"{ADMITTED_GRACE_MIN_S:g} to {ADMITTED_GRACE_MAX_S:g} seconds (the operator admits no other grace)"
+    bounds = f"{ADMITTED_GRACE_MIN_S:g} to {ADMITTED_GRACE_MAX_S:g} seconds (what the ModelDeployment operator's shutdown documentation admits, restated in docs/requirements.md)"
     if text is None:
         raise ApiError(400, errors.BAD_REQUEST,
                        f"grace is required: /v1/drain?grace=<terminationGracePeriodSeconds>, {bounds}")
@@ -181,9 +181,14 @@ async def metrics(request: web.Request) -> web.Response:
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
+async def _name_server(request: web.Request, response: web.StreamResponse) -> None:
+    response.headers["Server"] = SERVER_HEADER  # before aiohttp's own default is set
+
+
 def make_app(service: Service) -> web.Application:
     app = web.Application(middlewares=[_errors_and_metrics, _authenticate], client_max_size=MAX_REQUEST_BODY_BYTES)
     app[APP_SERVICE] = service
+    app.on_response_prepare.append(_name_server)
     for path, handler in ((WORK, work), (DRAIN, drain), (LEGACY_DRAIN, drain), (OPENAPI, openapi),
                           (HEALTHZ, healthz), (READYZ, readyz), (METRICS, metrics)):
         app.router.add_get(path, handler, allow_head=False)

@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     log = EventLog("drain-sidecar")
     route_library_logs(log)
     disable_created_metrics()  # the *_created series only double the size of /metrics
-    for warning in config.read.warnings:
+    for warning in config.read.warnings + config.warnings:
         log.warning("config_warning", message=warning)
     if config.token_file is None:
         log.warning("api_open", message="no --token-file: /v1/* answers anyone who can reach the Pod IP")

@@ -52,12 +52,13 @@ class SidecarConfig:
     linger_max_s: float
     max_connections: int
     ready_file: str | None
+    warnings: tuple[str, ...] = ()  # logged at start as config_warning
 
 
 def build_parser() -> Parser:
     parser = Parser(
         prog="drain-sidecar",
-        description="Serve one fresh read of this Pod's engine work gauges to the operator's controller,\n"
+        description="Serve one fresh read of this Pod's engine work gauges to the ModelDeployment operator's controller,\n"
         "by Pod IP: GET /v1/work (OpenAPI at /v1/openapi.json), /healthz, /readyz, /metrics.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -114,16 +115,18 @@ def resolve_config(args: argparse.Namespace, parser: argparse.ArgumentParser,
     read = resolve_read_config(args)
     # The engine's serving ports: the target's, and any other port it can be found on (its own --port).
     engine_ports = list(dict.fromkeys([read.target.port, *(alternate.port for alternate in read.alternates)]))
+    pod = PodIdentity(
+        namespace=args.pod_namespace or env.get(constants.POD_NAMESPACE_ENV) or None,
+        name=args.pod_name or env.get(constants.POD_NAME_ENV) or None,
+        uid=args.pod_uid or env.get(constants.POD_UID_ENV) or None,
+    )
     return SidecarConfig(
+        warnings=_unnamed_pod(pod),
         read=read,
         listen_host=host,
         listen_port=port,
         token_file=args.token_file,
-        pod=PodIdentity(
-            namespace=args.pod_namespace or env.get(constants.POD_NAMESPACE_ENV) or None,
-            name=args.pod_name or env.get(constants.POD_NAME_ENV) or None,
-            uid=args.pod_uid or env.get(constants.POD_UID_ENV) or None,
-        ),
+        pod=pod,
         member=member,
         stated=EngineHint(kind=args.engine, role=args.role, source="flag"),
         proc_root=args.proc_root,
@@ -132,3 +135,17 @@ def resolve_config(args: argparse.Namespace, parser: argparse.ArgumentParser,
         max_connections=args.max_connections,
         ready_file=args.ready_file,
     )
+
+
+def _unnamed_pod(pod: PodIdentity) -> tuple[str, ...]:
+    """What a Pod that does not name itself costs: the retirement protocol trusts no answer that
+    does not name its Pod (Pod IPs are reused), so every retirement of it holds wrong_pod."""
+    missing = [f"{env} (--{flag})" for env, flag, value in (
+        (constants.POD_NAMESPACE_ENV, "pod-namespace", pod.namespace),
+        (constants.POD_NAME_ENV, "pod-name", pod.name),
+        (constants.POD_UID_ENV, "pod-uid", pod.uid)) if value is None]
+    if not missing:
+        return ()
+    return (f"this Pod is not named: {', '.join(missing)} not set (the downward API's metadata.namespace, "
+            "metadata.name, metadata.uid); /v1/work cannot say which Pod answers, so every retirement of this "
+            "replica holds wrong_pod until its budget ends (docs/controller.md)",)

@@ -101,3 +101,7 @@ MEMBER_CONFIGURATION_ENV = "MEMBER_CONFIGURATION"
 # Until the engine's own command is found in /proc (a native sidecar starts before its engine),
 # look again at most this often: one listing of /proc, well under a millisecond in a Pod.
 COMMAND_RESCAN_INTERVAL_S = 1.0
+
+# Every answer's Server header: our name, not the HTTP library's and its version (which only
+# tells a scanner what to try).
+SERVER_HEADER = "modeldrain-sidecar"

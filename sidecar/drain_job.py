@@ -106,7 +106,7 @@ class DrainJobs:
              abandoned: threading.Event) -> DrainResult | None:
         config = DrainConfig(read=self._read, leader=None, grace_s=grace_s, route_wait_s=constants.ROUTE_WAIT_S,
                              exit_reserve_s=None, interval_s=constants.POLL_INTERVAL_S,
-                             busy_interval_s=constants.BUSY_POLL_INTERVAL_S)
+                             busy_interval_s=constants.BUSY_POLL_INTERVAL_S, grace_flag="?grace=")
 
         def read(timeout_s: float) -> Read:
             if abandoned.is_set():

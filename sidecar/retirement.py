@@ -2,7 +2,8 @@
 
 Standard library only and self-contained (it imports nothing from this project), so a controller
 team can read it in one sitting or vendor it. It implements docs/controller.md, which states the
-operator's spec ("Reading member work", "Drain read refusals", "Limitations") as an algorithm over
+ModelDeployment operator's shutdown documentation ("Reading member work", "Drain read refusals",
+"Limitations"; restated in modeldrain's docs/requirements.md, "the spec" below) as an algorithm over
 drain-sidecar's GET /v1/work answers (schema modeldrain.sidecar/v2):
 
     protocol = Retirement([Member("http://10.0.0.7:8490", PodRef("team-a", "llm-0", uid))], budget_s=120)
@@ -54,6 +55,13 @@ MAX_ANSWER_BYTES = 256 * 1024
 WITHDRAWAL_BUDGET_S = 30.0
 
 _UNMEASURABLE = frozenset({"refused", "http_error", "tls_error"})
+
+# Statuses that no later round changes by itself: what the caller must fix, said with the first hold.
+_STATUS_WHY = {
+    401: ": the sidecar wants its bearer token (no token sent, or not the one its --token-file holds)",
+    403: ": the sidecar refused this caller",
+    404: f": no {WORK_PATH} at this address: is it a drain-sidecar's (port 8490), or another server's?",
+}
 _SPLIT_ROLES = frozenset({"prefill", "decode"})
 
 
@@ -414,7 +422,7 @@ def _parse(answer: Answer) -> _View | str:
     body = answer.body
     if answer.status != 200:
         code = body.get("error") if isinstance(body, dict) else None
-        return f"HTTP {answer.status}" + (f" ({code})" if code else "")
+        return f"HTTP {answer.status}" + (f" ({code})" if code else "") + _STATUS_WHY.get(answer.status or 0, "")
     if not isinstance(body, dict):
         return "the body is not a JSON object"
     if body.get("schema") != SCHEMA:
@@ -506,7 +514,7 @@ def read_member(url: str, token: str | None = None, timeout_s: float = REQUEST_T
     try:
         return Answer(status=status, body=json.loads(raw))
     except ValueError:
-        return Answer(status=status, error=f"HTTP {status} with a body that is not JSON")
+        return Answer(status=status, error=f"HTTP {status} with a body that is not JSON" + _STATUS_WHY.get(status, ""))
 
 
 def read_token(path: str) -> str:

@@ -26,7 +26,8 @@ member of the replica. --pod names the Pod meant at each URL, in the same order,
 another Pod at a reused IP holds instead of counting.
 
 output: one JSON line, {"verdict": "delete"|"refuse"|"abort", "reason": CODE, "message": ..., ...};
-  --trace also writes each round's decision to stderr as JSON lines. The algorithm and every reason
+  each hold is said on stderr as a JSON line when it begins (a new reason); --trace writes every
+  round's decision there instead. The algorithm and every reason
   code: docs/controller.md.
 
 exit codes: 0 the replica may be deleted; 1 held (refused, or still held when --budget ran out);
@@ -66,10 +67,15 @@ def parse_members(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
     try:
         urls = [retirement.work_url(url) for url in args.urls]
         pods = [_pod(text) for text in args.pod]
-        if args.token_file is not None:
-            retirement.read_token(args.token_file)
-    except (OSError, ValueError) as exc:
+    except ValueError as exc:
         parser.error(str(exc))
+    if args.token_file is not None:
+        try:
+            retirement.read_token(args.token_file)
+        except OSError as exc:
+            parser.error(f"--token-file {args.token_file}: {exc.strerror or exc}")
+        except ValueError as exc:
+            parser.error(f"--token-file: {exc}")
     if len(set(urls)) != len(urls):
         parser.error("each member's URL once")
     if pods and len(pods) != len(urls):
@@ -84,11 +90,18 @@ def main(argv: list[str]) -> int:
     started_at = time.monotonic()
     rounds = 0
 
+    said: list[retirement.Reason] = []
+
     def trace(at_s: float, decision: retirement.Decision) -> None:
         nonlocal rounds
         rounds += 1
+        line = json.dumps({"at_s": round(at_s, 3), **decision.as_dict()})
         if args.trace:
-            print(json.dumps({"at_s": round(at_s, 3), **decision.as_dict()}), file=sys.stderr, flush=True)
+            print(line, file=sys.stderr, flush=True)
+        elif decision.verdict is retirement.Verdict.HOLD and decision.reason not in said[-1:]:
+            # A hold can last the whole budget: its reason is said when it first holds, not at the end.
+            said.append(decision.reason)
+            print(line, file=sys.stderr, flush=True)
 
     decision = retirement.retire(members, budget_s=args.budget, token_file=args.token_file,
                                  timeout_s=args.timeout, router=args.router, on_round=trace)

@@ -19,7 +19,7 @@ from typing import Any, Callable, cast
 from aiohttp import web
 
 from modeldrain.sidecar import errors
-from modeldrain.sidecar.constants import OVERLOADED_DRAIN_S
+from modeldrain.sidecar.constants import OVERLOADED_DRAIN_S, SERVER_HEADER
 
 _OVERLOADED_BODY = errors.error_body(errors.TOO_MANY_CONNECTIONS, "connection limit reached; retry shortly").encode()
 OVERLOADED_RESPONSE = (
@@ -77,6 +77,7 @@ class JsonErrorRequestHandler(web.RequestHandler):
         text = "malformed or oversized request" if status < 500 else "internal error"
         response = web.Response(status=status, text=errors.error_body(errors.code_for_status(status), text),
                                 content_type="application/json")
+        response.headers["Server"] = SERVER_HEADER
         response.force_close()
         return response
 

@@ -1,5 +1,8 @@
 """deploy/ as the tests read it: every document, and every Pod its objects make.
 
+The Pods are read by the product's own reader (hook/pod_templates.py, `prestop lint`'s), and
+held to the product's rules (hook/manifest_rules.py): a user's manifests are checked as ours are.
+
 The static checks (tests/deploy/test_manifests.py) and the container runtime
 (tests/containers/) both read the manifests through here, so the Pods the runtime starts
 are the ones deploy/ describes, not copies.
@@ -8,16 +11,17 @@ are the ones deploy/ describes, not copies.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from modeldrain.hook.pod_templates import DEFAULT_NAMESPACE, PodTemplate, templates_of
 from tests.conftest import REPO
 
 DEPLOY = REPO / "deploy"
-NAMESPACE = "default"  # the manifests name none: `kubectl apply -n NS` decides
+NAMESPACE = DEFAULT_NAMESPACE  # the manifests name none: `kubectl apply -n NS` decides
 
 # The product's images, as the manifests name them.
 PRESTOP_IMAGE_REPO = "modeldrain/prestop"
@@ -44,34 +48,6 @@ class Document:
         return self.body["metadata"]["name"]
 
 
-@dataclass(frozen=True)
-class PodTemplate:
-    """A Pod as one of deploy/'s objects makes it, with what its controller adds."""
-
-    source: str  # e.g. "deployment.yaml: Deployment llm-vllm"
-    pod_name: str  # the name the first Pod made from it gets
-    labels: dict[str, str]
-    annotations: dict[str, str]
-    spec: dict[str, Any]
-    injected_env: dict[str, str] = field(default_factory=dict)  # added to every container (LWS)
-
-    @property
-    def follows_a_leader(self) -> bool:
-        """A LeaderWorkerSet worker: its hook waits on the leader's sidecar, not its own engine."""
-        return self.injected_env.get("LWS_WORKER_INDEX", "0") != "0"
-
-    @property
-    def id(self) -> str:
-        return self.pod_name
-
-    def containers(self) -> list[dict[str, Any]]:
-        return [*self.spec.get("initContainers", []), *self.spec["containers"]]
-
-    @property
-    def grace_s(self) -> int:
-        return int(self.spec.get("terminationGracePeriodSeconds", 30))
-
-
 def manifests() -> list[Path]:
     return sorted(DEPLOY.glob("*.yaml"))
 
@@ -86,47 +62,12 @@ def documents() -> list[Document]:
     return out
 
 
-def _template(document: Document, template: dict[str, Any], pod_name: str,
-              injected_env: dict[str, str] | None = None, what: str = "",
-              injected_labels: dict[str, str] | None = None) -> PodTemplate:
-    metadata = template.get("metadata", {})
-    return PodTemplate(
-        source=f"{document.path.name}: {document.kind} {document.name}{what}",
-        pod_name=pod_name,
-        labels={**metadata.get("labels", {}), **(injected_labels or {})},
-        annotations=dict(metadata.get("annotations", {})),
-        spec=template["spec"],
-        injected_env=dict(injected_env or {}),
-    )
-
-
 def pod_templates(docs: list[Document] | None = None) -> list[PodTemplate]:
-    """Every Pod deploy/ makes: a Pod itself; a Deployment's first Pod; an LWS group's leader and
-    first worker, with the variables LeaderWorkerSet's webhook injects into every container."""
-    out = []
-    for document in docs if docs is not None else documents():
-        body = document.body
-        if document.kind == "Pod":
-            out.append(_template(document, body, document.name))
-        elif document.kind in ("Deployment", "StatefulSet", "DaemonSet"):
-            out.append(_template(document, body["spec"]["template"], f"{document.name}-0"))
-        elif document.kind == "LeaderWorkerSet":
-            group = body["spec"]["leaderWorkerTemplate"]
-            size = int(group.get("size", 1))
-            name = document.name
-            leader_address = f"{name}-0.{name}.{NAMESPACE}"  # <lws>-<group>.<subdomain>.<namespace>
-            worker = group["workerTemplate"]
-            leader = group.get("leaderTemplate", worker)
-            env = {"LWS_LEADER_ADDRESS": leader_address, "LWS_GROUP_SIZE": str(size)}
-            # The labels LeaderWorkerSet's controller puts on every member (lws.sigs.k8s.io).
-            labels = {"leaderworkerset.sigs.k8s.io/name": name, "leaderworkerset.sigs.k8s.io/group-index": "0",
-                      "leaderworkerset.sigs.k8s.io/template-revision-hash": "5d8f6c7b9"}
-            out.append(_template(document, leader, f"{name}-0", {**env, "LWS_WORKER_INDEX": "0"}, " (leader)",
-                                 {**labels, "leaderworkerset.sigs.k8s.io/worker-index": "0"}))
-            if size > 1:
-                out.append(_template(document, worker, f"{name}-0-1", {**env, "LWS_WORKER_INDEX": "1"},
-                                     " (worker 1)", {**labels, "leaderworkerset.sigs.k8s.io/worker-index": "1"}))
-    return out
+    """Every Pod deploy/ makes, read by the product's own reader (`prestop lint`'s): a Pod itself;
+    a Deployment's first Pod; an LWS group's leader and first worker, with the variables
+    LeaderWorkerSet's webhook injects into every container."""
+    return [template for document in (docs if docs is not None else documents())
+            for template in templates_of(document.body, document.path.name)]
 
 
 def images_built_in_deploy() -> dict[str, Path]:

@@ -117,13 +117,14 @@ def test_the_rendered_objects_match_the_kubernetes_schema(case):
 
 @pytest.mark.parametrize("case", CASES)
 def test_the_rendered_pods_pass_deploys_own_checks(case):
-    """The hook with its start guard and the Pod's grace (a worker's with the leader's token),
-    installed where it is exec'd, ports, Secrets. Not automountServiceAccountToken: the
-    components leave the user's choice alone."""
+    """The product's rules (`prestop lint`: hook, grace, annotations, TMPDIR, token; a worker's hook
+    with the leader's token), installed where it is exec'd, ports, Secrets. Not
+    automountServiceAccountToken: the components leave the user's choice alone."""
     rendered = templates(case)
     assert rendered
     for template in rendered:
-        checks.test_every_engine_has_the_hook_with_its_start_guard_and_the_pods_grace(template)
+        checks.test_hook_grace_annotations_tmpdir_and_token_agree(template)
+        checks.test_the_drain_hooks_have_exactly_deploys_shape(template)
         checks.test_the_hook_exists_in_the_image_it_runs_in(template)
         checks.test_a_secret_is_readable_by_the_user_that_mounts_it(template)
         checks.test_ports_are_named_uniquely_and_the_sidecars_for_its_protocol(template)

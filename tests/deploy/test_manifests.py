@@ -12,9 +12,10 @@ import pytest
 from kubernetes_validate import utils as k8s_schema
 
 from modeldrain.hook import __version__
+from modeldrain.hook.manifest_rules import lint
 from tests.deploy.manifests import (PRESTOP_IMAGE_REPO, SIDECAR_IMAGE_REPO, SIDECAR_PORT, Document, PodTemplate, documents,
                                     images_built_in_deploy, is_hook_install, is_sidecar_image, manifests,
-                                    pod_templates, poststart_command, prestop_command, prestop_http)
+                                    pod_templates, prestop_command, prestop_http)
 
 DOCUMENTS = documents()
 TEMPLATES = pod_templates(DOCUMENTS)
@@ -88,29 +89,24 @@ def test_no_service_account_token_in_the_pod(item: PodTemplate):
 
 
 @by_id(TEMPLATES)
-def test_every_engine_has_the_hook_with_its_start_guard_and_the_pods_grace(item: PodTemplate):
-    """An exec hook cannot read terminationGracePeriodSeconds: --grace must say the same. The
-    postStart `prestop version` runs the same unpack at start, so a hook that cannot run there
-    fails the Pod's start (FailedPostStartHook) instead of skipping a drain later."""
-    engines = [c for c in item.spec["containers"] if prestop_command(c)]
-    callers = [c for c in item.spec["containers"] if prestop_http(c)]
-    assert engines or callers, f"{item.source}: no container has the prestop hook, nor calls the sidecar's drain"
-    for container in callers:
-        # No binary in the engine: kubelet GETs the sidecar's drain, by port number (a named port
-        # would be looked up on the hook's own container) and with the Pod's grace.
-        hook = prestop_http(container)
-        assert hook == {"port": SIDECAR_PORT, "path": f"/v1/drain?grace={item.grace_s}"}, hook
-        assert any(is_sidecar_image(c["image"]) for c in item.containers())
-    for container in engines:
+def test_hook_grace_annotations_tmpdir_and_token_agree(item: PodTemplate):
+    """The product's own rules, the ones `prestop lint` runs on a user's manifests
+    (hook/manifest_rules.py): the hook with its postStart start guard, --grace (or ?grace=) equal to
+    terminationGracePeriodSeconds, the annotations mounted where the hook reads them, TMPDIR inside
+    the installed volume, the token where the worker and the sidecar read it."""
+    assert [str(finding) for finding in lint(item)] == []
+
+
+@by_id(TEMPLATES)
+def test_the_drain_hooks_have_exactly_deploys_shape(item: PodTemplate):
+    """What deploy/ promises beyond the rules: nothing but --grace in a hook (a worker: its token),
+    and an httpGet that names the sidecar's port by number and nothing else."""
+    for container in item.spec["containers"]:
+        if prestop_http(container):
+            assert prestop_http(container) == {"port": SIDECAR_PORT, "path": f"/v1/drain?grace={item.grace_s}"}
         command = prestop_command(container)
-        assert command[0].endswith("/prestop") and command[1:3] == ["--grace", str(item.grace_s)], command
-        assert poststart_command(container) == [command[0], "version"], container["name"]
-        if item.follows_a_leader:  # the leader's sidecar wants the token: mounted here too
-            token = command[command.index("--leader-token-file") + 1]
-            mounts = [m["mountPath"] for m in container.get("volumeMounts", [])]
-            assert token.rsplit("/", 1)[0] in mounts, mounts
-        else:
-            assert command[3:] == [], command
+        if command and not item.follows_a_leader:
+            assert command[1:] == ["--grace", str(item.grace_s)], command
 
 
 @by_id(TEMPLATES)
@@ -130,9 +126,7 @@ def test_the_hook_exists_in_the_image_it_runs_in(item: PodTemplate):
         mounts = {m["name"]: m["mountPath"] for m in container.get("volumeMounts", [])}
         installed_here = [f"{mounts[v]}/prestop" for v in installs if v in mounts]
         if installed_here:
-            assert command[0] in installed_here
-            env = {e["name"]: e.get("value") for e in container.get("env", [])}
-            assert env.get("TMPDIR") == f"{command[0].rsplit('/', 1)[0]}/tmp"  # made by `prestop install`
+            assert command[0] in installed_here  # and TMPDIR inside it: the rules' (above)
         else:
             assert container["image"] in built, f"{container['image']} is not built in deploy/ and nothing installs the hook"
             assert f"COPY --from=prestop /prestop {command[0]}" in built[container["image"]].read_text()

@@ -89,6 +89,68 @@ def test_state_changes_are_mirrored_to_the_container_log(tmp_path):
     assert mirrored[0]["log_mirror"] == str(mirror)
 
 
+def _run_on_a_terminal(argv: list[str], timeout_s: float = 60.0) -> tuple[int, str]:
+    """Run argv with stdin, stdout and stderr on a real pseudo-terminal, as from a person's shell;
+    returns its status and everything it wrote there."""
+    import pty
+    import select
+
+    master, slave = pty.openpty()
+    try:
+        proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, close_fds=True)
+    finally:
+        os.close(slave)
+    output = b""
+    deadline_at = time.monotonic() + timeout_s
+    try:
+        while time.monotonic() < deadline_at:
+            ready, _, _ = select.select([master], [], [], 0.5)
+            if ready:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # EIO: every writer of the terminal is gone
+                    break
+                if not chunk:
+                    break
+                output += chunk
+            elif proc.poll() is not None:
+                break
+        return proc.wait(timeout=max(1.0, deadline_at - time.monotonic())), output.decode(errors="replace")
+    finally:
+        os.close(master)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_run_from_an_interactive_terminal_it_mirrors_nothing(tmp_path):
+    """As root at a shell, PID 1's stdout is the host's init's: the hook writes only to its terminal."""
+    mirror = tmp_path / "pid1-stdout"
+    mirror.touch()
+    code, output = _run_on_a_terminal([PRESTOP, "--proc-root", NO_PROCESSES, "--route-wait", "0", "--grace", "15",
+                                       "--engine", "vllm", "--port", str(free_port()), "--log-mirror", str(mirror)])
+    assert code == 11, output  # nothing listens: unmeasurable, at once
+    started = json.loads(next(line for line in output.splitlines() if '"drain_started"' in line))
+    assert started["log_mirror"] == "off: run from an interactive terminal (stdin, stdout or stderr is a TTY)"
+    assert mirror.read_text() == ""
+    # The same command without a terminal (as kubelet runs it) does mirror: the terminal made the difference.
+    piped = subprocess.run([PRESTOP, "--proc-root", NO_PROCESSES, "--route-wait", "0", "--grace", "15", "--engine",
+                            "vllm", "--port", str(free_port()), "--log-mirror", str(mirror)],
+                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert piped.returncode == 11 and '"drain_started"' in mirror.read_text()
+
+
+def test_check_on_the_sidecars_port_says_it_is_not_an_engine(tmp_path):
+    """The newcomer's misplaced probe: `prestop check --port 8490` reads drain-sidecar's own /metrics."""
+    from tests.sidecar.sidecar_process import SidecarProcess
+
+    with SidecarProcess("--engine", "vllm", "--port", str(free_port()), "--proc-root", NO_PROCESSES) as sidecar:
+        code, report = check("--port", str(sidecar.port), "--engine", "vllm")
+    assert code == 1 and report["verdict"] == "busy" and report["in_flight"] is None
+    assert report["detail"].startswith("this is not an engine's /metrics: it looks like drain-sidecar's own")
+    assert any("drain-sidecar's own" in warning for warning in report["warnings"])
+
+
 def test_quiet_mirrors_nothing(tmp_path):
     mirror = tmp_path / "container.log"
     with EngineProcess("--kind", "vllm") as engine:

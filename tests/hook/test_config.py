@@ -114,6 +114,13 @@ def test_drain_config_keeps_the_timings(tmp_path):
     assert (c.grace_s, c.route_wait_s, c.exit_reserve_s, c.interval_s) == (45, 2, 20, 0.5)
 
 
+def test_a_grace_not_given_is_assumed_and_known_to_be(tmp_path):
+    assumed = drain_config(tmp_path)
+    assert (assumed.grace_s, assumed.grace_given) == (30.0, False)
+    given = drain_config(tmp_path, "--grace", "30")
+    assert (given.grace_s, given.grace_given) == (30.0, True)
+
+
 def drain_config(tmp_path, *argv, env=None):
     args = _drain_parser().parse_args([*argv, "--annotations", no_annotations(tmp_path), "--engine", "vllm",
                                        "--proc-root", fake_proc(tmp_path)])

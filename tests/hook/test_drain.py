@@ -49,13 +49,14 @@ class ScriptedEngine:
     kind = EngineKind.VLLM
 
 
-def config(grace_s=30.0, warnings=(), busy_interval_s=1.0, exit_reserve_s=None, hint=None):
+def config(grace_s=30.0, warnings=(), busy_interval_s=1.0, exit_reserve_s=None, hint=None, grace_given=True,
+           leader=None):
     read = ReadConfig(target=Target("http", 8000, "/metrics"),
                       hint=hint or EngineHint(kind=EngineKind.VLLM, source="flag"),
                       read_timeout_s=2.0, max_body_bytes=1 << 20, warnings=tuple(warnings))
-    return DrainConfig(read=read, leader=None, grace_s=grace_s, route_wait_s=5.0, exit_reserve_s=exit_reserve_s,
+    return DrainConfig(read=read, leader=leader, grace_s=grace_s, route_wait_s=5.0, exit_reserve_s=exit_reserve_s,
                        interval_s=1.0,
-                       busy_interval_s=busy_interval_s)
+                       busy_interval_s=busy_interval_s, grace_given=grace_given)
 
 
 @pytest.fixture
@@ -145,6 +146,52 @@ def test_config_warnings_and_an_unadmitted_grace_are_logged_as_warnings(logged):
     assert [w["level"] for w in warnings] == ["warning", "warning"]
     assert "prometheus.io/port" in warnings[0]["message"]
     assert "--grace 10 is outside the 15-3600 s" in warnings[1]["message"]
+
+
+def test_the_unadmitted_grace_warning_names_the_document_it_comes_from(logged):
+    _, _, events = drain([IDLE], logged, grace_s=10.0)
+    (warning,) = [e for e in events if e["event"] == "config_warning"]
+    assert "the ModelDeployment operator's shutdown documentation admits (restated in modeldrain's " \
+           "docs/requirements.md)" in warning["message"]
+
+
+def test_a_grace_not_given_is_said_at_start(logged):
+    _, _, events = drain([IDLE], logged, grace_given=False)
+    assert events[0]["event"] == "drain_started" and events[0]["grace_source"] == "assumed (--grace not given)"
+    (warning,) = [e for e in events if e["event"] == "config_warning"]
+    assert warning["message"].startswith("--grace not given: assuming 30 s.")
+    assert "terminationGracePeriodSeconds" in warning["message"]
+    _, _, given = drain([IDLE], logged)
+    assert given[0]["grace_source"] == "--grace" and not [e for e in given if e["event"] == "config_warning"]
+
+
+def test_a_worker_following_its_leader_is_not_warned_about_the_local_engine(logged):
+    from modeldrain.hook.leader import LeaderConfig
+
+    leader = LeaderConfig(Target("http", 8490, "/v1/work", host="leader.example"), None, "--follow-leader")
+    _, _, events = drain([IDLE], logged, leader=leader,
+                         warnings=["engine not detected and no port given: using vLLM's default port"])
+    assert not [e for e in events if e["event"] == "config_warning"]
+    _, _, own = drain([IDLE], logged, warnings=["engine not detected and no port given: using vLLM's default port"])
+    assert [e["message"] for e in own if e["event"] == "config_warning"] == [
+        "engine not detected and no port given: using vLLM's default port"]
+
+
+def test_a_first_read_of_something_not_an_engine_is_a_warning(logged):
+    log, events = logged
+    clock = FakeClock(T0)
+    detail = "this is not an engine's /metrics: it looks like drain-sidecar's own (modeldrain_sidecar_* metrics)"
+
+    def misplaced(timeout_s):
+        clock.t += READ_TAKES_S
+        return Read(ReadOutcome.INCOMPLETE, clock.t, READ_TAKES_S, detail=detail)
+
+    run_drain(config(grace_s=15.0), T0, log, read=misplaced, clock=clock)
+    logged_events = events()
+    warnings = [e["message"] for e in logged_events if e["event"] == "config_warning"]
+    assert warnings == [detail]  # once, at the first read, not at every read
+    (first,) = [e for e in logged_events if e["event"] == "read_state"]
+    assert first["detail"] == detail and first["in_flight"] is None
 
 
 def test_an_admitted_grace_gives_no_warning(logged):

@@ -49,6 +49,41 @@ def test_garbage_body(serve):
     assert r.outcome is ReadOutcome.INCOMPLETE and "engine unknown" in r.detail
 
 
+def sidecar_metrics_body() -> bytes:
+    """What drain-sidecar's own /metrics serves (port 8490): its private registry, rendered."""
+    from prometheus_client import generate_latest
+
+    from modeldrain.sidecar.metrics import SidecarMetrics
+
+    return generate_latest(SidecarMetrics().registry)
+
+
+@pytest.mark.parametrize("hint", [NOHINT, EngineHint(kind=EngineKind.VLLM, source="flag")], ids=["detected", "told"])
+def test_the_sidecars_own_metrics_read_as_not_an_engine_with_nothing_in_flight(serve, hint):
+    """A probe on the sidecar's port: said in the read's words, and never a count of 0 in flight."""
+    r = read(serve(canned(http_response(sidecar_metrics_body()))), hint=hint)
+    assert r.outcome is ReadOutcome.INCOMPLETE and r.outcome.verdict == "busy" and r.in_flight is None
+    assert r.detail.startswith("this is not an engine's /metrics: it looks like drain-sidecar's own")
+
+
+@pytest.mark.parametrize("body, words", [
+    (b'{"schema": "modeldrain.sidecar/v2", "read": {}}', "the body is JSON"),
+    (b"<html>not metrics</html>", "the body is HTML"),
+    (b"", "the body is empty"),
+    (b"router_requests_total 3\n", "it has none of any known engine's work gauges"),
+])
+def test_a_body_that_is_no_engines_says_what_it_is(serve, body, words):
+    r = read(serve(canned(http_response(body))), hint=EngineHint(kind=EngineKind.VLLM, source="flag"))
+    assert not r.complete and r.in_flight is None
+    assert r.detail.startswith(f"this is not an engine's /metrics: {words}"), r.detail
+
+
+def test_an_engine_missing_its_gauges_is_not_called_something_else(serve):
+    r = read(serve(canned(http_response(b"vllm:kv_cache_usage_perc 0.5\n"))), hint=EngineHint(kind=EngineKind.VLLM))
+    assert r.outcome is ReadOutcome.INCOMPLETE and r.in_flight is None
+    assert "not an engine's" not in r.detail and "missing vllm:num_requests_running" in r.detail
+
+
 def test_body_that_is_not_utf8_is_unparseable(serve):
     r = read(serve(canned(http_response(b"vllm:num_requests_running \xff\xfe\n"))))
     assert r.outcome is ReadOutcome.UNPARSEABLE and r.body_bytes == 29

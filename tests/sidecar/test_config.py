@@ -33,6 +33,14 @@ def test_the_pod_and_its_configuration_come_from_the_downward_api_or_flags():
     assert c.pod == PodIdentity("b", "n", "u-2") and c.member.configuration == "rev-8"
 
 
+def test_a_pod_that_does_not_name_itself_is_warned_of_what_it_costs():
+    (warning,) = config(["--engine", "vllm"], {"POD_NAMESPACE": "team-a"}).warnings
+    assert "POD_NAME (--pod-name), POD_UID (--pod-uid) not set" in warning and "POD_NAMESPACE" not in warning
+    assert "every retirement of this replica holds wrong_pod" in warning
+    named = {"POD_NAMESPACE": "team-a", "POD_NAME": "llm-0", "POD_UID": "u-1"}
+    assert config(["--engine", "vllm"], named).warnings == ()
+
+
 def test_what_the_flags_state_about_the_engine_is_kept_apart_from_the_argv_found():
     from modeldrain.hook.gauges import EngineKind, Role
 

@@ -81,7 +81,7 @@ def test_a_busy_engine_is_drained_for_each_caller_and_no_token_is_needed(guarded
     assert again[0][1]["joined"] is False and again[0][1]["outcome"] == "idle"
     assert again[0][2] >= IDLE_DRAIN_S - EARLY_SLACK_S and again[0][1]["elapsed_s"] >= IDLE_DRAIN_S
     drains = [e for e in guarded.events() if e["event"] == "drain_started"]
-    assert len(drains) >= 3 and all(d["deadline_s"] == 25.0 for d in drains[-3:])
+    assert len(drains) >= 3 and all(d["deadline_s"] == 25.0 and d["grace_source"] == "?grace=" for d in drains[-3:])
 
 
 def test_a_finished_drain_is_never_handed_to_a_later_call(guarded, vllm_engine):

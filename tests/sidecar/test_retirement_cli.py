@@ -91,6 +91,41 @@ def test_the_token_is_sent_from_the_file(vllm, tmp_path):
     assert with_token.returncode == 0 and verdict(with_token)["verdict"] == "delete"
 
 
+def first_stderr_line(*args: str, within_s: float = 20.0) -> tuple[str, float]:
+    """Run the command with a long budget; the first line it writes to stderr, and when."""
+    import select
+
+    started = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-c", WITHOUT_THE_SERVER, "retirement", *args, "--budget", "120"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stderr = proc.stderr
+    assert stderr is not None
+    try:
+        ready, _, _ = select.select([stderr], [], [], within_s)
+        assert ready, f"nothing on stderr within {within_s} s"
+        return stderr.readline(), time.monotonic() - started
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_401_is_said_with_the_first_hold_not_after_the_budget(vllm, tmp_path):
+    secret = k8s_secret(tmp_path, "s3cret-token", 1)
+    with SidecarProcess("--port", str(vllm.port), "--engine", "vllm", "--token-file", str(secret),
+                        "--proc-root", str(tmp_path), env=pod_env("llm-0")) as s:
+        line, after_s = first_stderr_line(s.base_url)
+    hold = json.loads(line)
+    assert (hold["verdict"], hold["reason"]) == ("hold", "unreadable") and after_s < 20  # the budget is 120 s
+    assert "HTTP 401 (unauthorized): the sidecar wants its bearer token" in hold["message"]
+
+
+def test_a_404_names_the_address_as_no_sidecars(vllm):
+    line, _ = first_stderr_line(f"http://127.0.0.1:{vllm.port}")  # the engine itself, not its sidecar
+    hold = json.loads(line)
+    assert hold["reason"] == "unreadable" and "HTTP 404" in hold["message"]
+    assert "no /v1/work at this address: is it a drain-sidecar's (port 8490)" in hold["message"]
+
+
 @pytest.mark.parametrize("mode", ["prefill", "decode"])
 def test_an_sglang_prefill_or_decode_member_is_refused_from_its_own_command(mode, tmp_path):
     with EngineProcess("--kind", "sglang", "--role", mode) as engine:
@@ -116,13 +151,13 @@ def test_an_sglang_prefill_or_decode_member_is_refused_from_its_own_command(mode
     (["http://a:1", "http://a:1/v1/work"], "each member's URL once"),
     (["http://a:1", "--pod", "ns/name"], "--pod must be NAMESPACE/NAME/UID"),
     (["http://a:1", "http://b:1", "--pod", "ns/a/u"], "--pod given 1 time(s) for 2 URL(s)"),
-    (["http://a:1", "--token-file", "/nonexistent/token"], "No such file"),
+    (["http://a:1", "--token-file", "/nonexistent/token"], "--token-file /nonexistent/token: No such file or directory"),
     (["http://a:1", "--budget", "0"], "--budget must be a number of seconds > 0"),
 ])
 def test_usage_errors_are_one_line_and_exit_2(argv, problem):
     result = retirement(*argv)
     assert result.returncode == ExitCode.USAGE == 2, result
-    assert problem in result.stderr and "Traceback" not in result.stderr
+    assert problem in result.stderr and "Traceback" not in result.stderr and "[Errno" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert result.stdout == ""
 

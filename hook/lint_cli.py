@@ -1,0 +1,107 @@
+"""`prestop lint FILE...`: check your own engine manifests the way deploy/'s are checked.
+
+Reads every Pod template of each file (a Pod, Deployment, StatefulSet, DaemonSet, ReplicaSet, Job,
+LeaderWorkerSet, or a `kubectl get -o json` List of them) and prints one line per finding, naming
+the file, the object, the container and the field (hook/manifest_rules.py holds the rules).
+
+JSON needs nothing beyond the standard library. YAML (multi-document included) needs PyYAML, which
+the static executable does not carry (docs/prestop.md, "prestop lint", says why and what it
+costs): where it is not installed, a YAML file is refused naming the two ways out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from modeldrain.hook.exitcodes import ExitCode
+from modeldrain.hook.flags import Parser
+from modeldrain.hook.manifest_rules import Finding, lint
+from modeldrain.hook.pod_templates import NotAManifest, PodTemplate, templates_of
+
+EPILOG = """\
+exit codes: 0 every Pod template agrees (hook, grace, annotations, TMPDIR, token);
+  1 at least one finding (one line each on stdout: FILE: KIND NAME: container C: FIELD: what is wrong);
+  2 usage error, or a file that cannot be read or parsed (one line on stderr)
+
+JSON is always read (`kubectl get deployment NAME -o json > d.json`); YAML needs PyYAML installed
+(the console script's environment: pip install pyyaml). The static executable reads JSON only.
+"""
+
+# A file whose first non-blank character is one of these is JSON; anything else is YAML.
+_JSON_STARTS = ("{", "[")
+
+
+class UnreadableFile(Exception):
+    """A file that cannot be read or parsed: a usage error naming the file."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="prestop lint", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+                    description="Check that each Pod template's hook, grace, annotations, TMPDIR and token agree.")
+    parser.add_argument("files", nargs="+", metavar="FILE", help="manifests: JSON, or YAML (one or more documents)")
+    return parser
+
+
+def load_documents(path: str) -> list[Any]:
+    """Every document of one file, parsed; raises UnreadableFile naming the file."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UnreadableFile(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    if text.lstrip().startswith(_JSON_STARTS):
+        try:
+            parsed = json.loads(text)
+        except ValueError as exc:
+            raise UnreadableFile(f"{path}: not valid JSON: {exc}") from None
+        return parsed if isinstance(parsed, list) else [parsed]
+    return _load_yaml(path, text)
+
+
+def _load_yaml(path: str, text: str) -> list[Any]:
+    try:
+        import yaml
+    except ImportError:
+        raise UnreadableFile(f"{path}: YAML needs PyYAML, which this prestop does not carry: install it "
+                             "(pip install pyyaml) or give the object as JSON (kubectl get ... -o json, or "
+                             "kubectl create --dry-run=client -o json -f FILE)") from None
+    try:
+        return [document for document in yaml.safe_load_all(text) if document is not None]
+    except yaml.YAMLError as exc:
+        raise UnreadableFile(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
+
+
+def templates_in(path: str) -> list[PodTemplate]:
+    out: list[PodTemplate] = []
+    for index, document in enumerate(load_documents(path)):
+        try:
+            out.extend(templates_of(document, f"{path}[{index}]"))
+        except NotAManifest as exc:
+            raise UnreadableFile(str(exc)) from None
+    return out
+
+
+def main(argv: list[str]) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    findings: list[Finding] = []
+    templates = 0
+    try:
+        for path in args.files:
+            for template in templates_in(path):
+                templates += 1
+                findings.extend(lint(template))
+    except UnreadableFile as exc:
+        print(f"prestop lint: {exc}", file=sys.stderr)
+        return ExitCode.USAGE
+    if templates == 0:
+        print("prestop lint: no Pod template in " + ", ".join(args.files) + " (no Pod, Deployment, StatefulSet, "
+              "DaemonSet, ReplicaSet, Job or LeaderWorkerSet)", file=sys.stderr)
+        return ExitCode.USAGE
+    for finding in findings:
+        print(finding)
+    print(f"prestop lint: {templates} Pod template(s), {len(findings)} finding(s)", file=sys.stderr)
+    return ExitCode.BUSY if findings else ExitCode.OK

@@ -1,0 +1,299 @@
+"""What must agree in an engine Pod for the hook to drain it: `prestop lint`'s rules, and deploy/'s tests'.
+
+Each rule reads one Pod template and says, one finding per disagreement, which container and
+which field is wrong and what it costs at delete time. The rules are the ones a Pod of deploy/
+is held to (tests/deploy/test_manifests.py runs them), so a user's manifest is checked the way
+ours are:
+
+- hook: a container runs `prestop` as its preStop exec (or calls drain-sidecar's /v1/drain), with
+  `prestop version` as its postStart, so a hook that cannot run fails the Pod's start;
+- grace: `--grace` (or `?grace=`) repeats terminationGracePeriodSeconds; the hook cannot read it;
+- annotations: a `prometheus.io/port` the Pod declares is mounted where the hook reads it, and
+  agrees with the engine's own `--port`;
+- TMPDIR: the static executable unpacks itself there: inside the volume `prestop install` filled,
+  or at least somewhere writable on a read-only root;
+- token: a worker that follows its leader carries the leader's token, and every token file named
+  is in a volume mounted into the container that reads it.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from modeldrain.hook.annotations import DEFAULT_ANNOTATIONS_FILE, PORT_ANNOTATION
+from modeldrain.hook.constants import DEFAULT_GRACE_S, SIDECAR_PORT
+from modeldrain.hook.pod_templates import PodTemplate
+
+# The static executables unpack here when TMPDIR is unset.
+DEFAULT_TMPDIR = "/tmp"
+# drain-sidecar's drain route, as a preStop httpGet calls it.
+DRAIN_PATH = "/v1/drain"
+# What the product's images are called, whatever the registry in front.
+PRESTOP_IMAGE_NAME = "prestop"
+SIDECAR_IMAGE_NAME = "drain-sidecar"
+
+_HTTP_GRACE = re.compile(r"[?&]grace=([^&]*)")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One disagreement: where (the template, the container, the field) and what it costs."""
+
+    source: str  # "FILE: Kind name"
+    container: str | None
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"container {self.container}: " if self.container else ""
+        return f"{self.source}: {where}{self.field}: {self.message}"
+
+
+def image_name(image: str) -> str:
+    """`registry.example.com/modeldrain/prestop:0.1.0` -> `prestop`."""
+    without_digest = image.split("@", 1)[0]
+    last = without_digest.rsplit("/", 1)[-1]
+    return last.split(":", 1)[0]
+
+
+def _strings(value: Any) -> list[str]:
+    return [str(item) for item in value] if isinstance(value, list) else []
+
+
+def hook_command(container: dict[str, Any]) -> list[str]:
+    """The preStop exec command when it runs prestop (its basename), else []."""
+    command = _strings(_get(container, "lifecycle", "preStop", "exec", "command"))
+    return command if command and posixpath.basename(command[0]) == "prestop" else []
+
+
+def hook_http(container: dict[str, Any]) -> dict[str, Any]:
+    """A preStop httpGet on drain-sidecar's /v1/drain, else {}."""
+    hook = _get(container, "lifecycle", "preStop", "httpGet")
+    if isinstance(hook, dict) and str(hook.get("path", "")).split("?", 1)[0] == DRAIN_PATH:
+        return hook
+    return {}
+
+
+def flag_value(argv: list[str], flag: str) -> str | None:
+    """`--flag VALUE` or `--flag=VALUE` in an argv; the last one wins, as argparse's does."""
+    found = None
+    for index, word in enumerate(argv):
+        if word == flag and index + 1 < len(argv):
+            found = argv[index + 1]
+        elif word.startswith(flag + "="):
+            found = word[len(flag) + 1:]
+    return found
+
+
+def _get(value: Any, *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    return value
+
+
+def _dicts(value: Any) -> list[dict[str, Any]]:
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+def _mounts(container: dict[str, Any]) -> list[dict[str, Any]]:
+    return _dicts(container.get("volumeMounts"))
+
+
+def _mount_holding(container: dict[str, Any], path: str) -> dict[str, Any] | None:
+    """The volumeMount whose mountPath holds `path` (the deepest one), or None."""
+    best = None
+    for mount in _mounts(container):
+        where = str(mount.get("mountPath", "")).rstrip("/") or "/"
+        if (path == where or path.startswith(where.rstrip("/") + "/")) and (
+                best is None or len(where) > len(str(best.get("mountPath", "")))):
+            best = mount
+    return best
+
+
+def _env(container: dict[str, Any], template: PodTemplate) -> dict[str, str | None]:
+    env: dict[str, str | None] = dict(template.injected_env)
+    for item in _dicts(container.get("env")):
+        env[str(item.get("name"))] = None if "valueFrom" in item else str(item.get("value", ""))
+    return env
+
+
+def _argv(container: dict[str, Any]) -> list[str]:
+    return _strings(container.get("command")) + _strings(container.get("args"))
+
+
+def lint(template: PodTemplate) -> list[Finding]:
+    """Every finding for one Pod template; [] when hook, grace, annotations, TMPDIR and token agree."""
+    return list(_lint(template))
+
+
+def _lint(template: PodTemplate) -> Iterator[Finding]:
+    containers = _dicts(template.spec.get("containers"))
+    hooked = [c for c in containers if hook_command(c)]
+    callers = [c for c in containers if hook_http(c)]
+    if not hooked and not callers:
+        yield Finding(template.source, None, "spec.containers[].lifecycle.preStop",
+                      "no container runs prestop as its preStop exec hook, nor calls drain-sidecar's "
+                      f"{DRAIN_PATH}: a deletion sends SIGTERM at once and cuts every running request")
+    for container in callers:
+        yield from _http_hook(template, container)
+    installs = _installed_volumes(template)
+    for container in hooked:
+        yield from _start_guard(template, container)
+        yield from _grace(template, container)
+        yield from _annotations(template, container)
+        yield from _tmpdir(template, container, installs)
+        yield from _leader_token(template, container)
+    for container in template.containers():
+        if image_name(str(container.get("image", ""))) == SIDECAR_IMAGE_NAME:
+            yield from _sidecar_token(template, container)
+
+
+def _name(container: dict[str, Any]) -> str:
+    return str(container.get("name", "unnamed"))
+
+
+def _grace_words(template: PodTemplate) -> str:
+    given = "" if template.grace_given else " (not set: Kubernetes' default)"
+    return f"terminationGracePeriodSeconds is {template.grace_s}{given}"
+
+
+def _http_hook(template: PodTemplate, container: dict[str, Any]) -> Iterator[Finding]:
+    hook = hook_http(container)
+    field = "lifecycle.preStop.httpGet"
+    if hook.get("port") != SIDECAR_PORT:
+        yield Finding(template.source, _name(container), f"{field}.port",
+                      f"is {hook.get('port')!r}, not drain-sidecar's port {SIDECAR_PORT} by number (a named "
+                      "port is looked up on this container, not the sidecar's)")
+    match = _HTTP_GRACE.search(str(hook.get("path", "")))
+    if match is None:
+        yield Finding(template.source, _name(container), f"{field}.path",
+                      f"no ?grace=: drain-sidecar refuses the drain (400) and SIGTERM follows at once; {_grace_words(template)}")
+    elif match.group(1) != str(template.grace_s):
+        yield Finding(template.source, _name(container), f"{field}.path",
+                      f"grace={match.group(1)} but {_grace_words(template)}: the drain's deadline is not the Pod's")
+    if not any(image_name(str(c.get("image", ""))) == SIDECAR_IMAGE_NAME for c in template.containers()):
+        yield Finding(template.source, _name(container), f"{field}.path",
+                      f"calls {DRAIN_PATH} but no container of the Pod runs drain-sidecar")
+
+
+def _start_guard(template: PodTemplate, container: dict[str, Any]) -> Iterator[Finding]:
+    hook = hook_command(container)[0]
+    guard = _strings(_get(container, "lifecycle", "postStart", "exec", "command"))
+    if guard != [hook, "version"]:
+        yield Finding(template.source, _name(container), "lifecycle.postStart.exec.command",
+                      f"is {guard or 'absent'}, not [{hook!r}, 'version']: a hook that cannot run (no TMPDIR, "
+                      "a wrong path) shows only when a deletion skips the drain, not at the Pod's start")
+
+
+def _grace(template: PodTemplate, container: dict[str, Any]) -> Iterator[Finding]:
+    command = hook_command(container)
+    field = "lifecycle.preStop.exec.command"
+    given = flag_value(command[1:], "--grace")
+    if given is None:
+        yield Finding(template.source, _name(container), field,
+                      f"--grace missing: the hook assumes {DEFAULT_GRACE_S:g} s and {_grace_words(template)}; "
+                      "the hook cannot read it, so repeat it")
+        return
+    try:
+        value = float(given)
+    except ValueError:
+        yield Finding(template.source, _name(container), field, f"--grace {given!r} is not a number of seconds")
+        return
+    if value != template.grace_s:
+        yield Finding(template.source, _name(container), field,
+                      f"--grace {given} but {_grace_words(template)}: the drain ends at the wrong deadline")
+
+
+def _annotations(template: PodTemplate, container: dict[str, Any]) -> Iterator[Finding]:
+    command = hook_command(container)
+    annotated = template.annotations.get(PORT_ANNOTATION)
+    if annotated is None or flag_value(command[1:], "--port") is not None:
+        return  # the hook reads its --port, or the engine's own argv
+    path = flag_value(command[1:], "--annotations") or DEFAULT_ANNOTATIONS_FILE
+    mount = _mount_holding(container, path)
+    volumes = {str(v.get("name")): v for v in _dicts(template.spec.get("volumes"))}
+    items = _dicts(_get(volumes.get(str(mount.get("name")) if mount else ""), "downwardAPI", "items"))
+    wanted = posixpath.relpath(path, str(mount.get("mountPath"))) if mount else None
+    if not any(_get(i, "fieldRef", "fieldPath") == "metadata.annotations" and i.get("path") == wanted for i in items):
+        yield Finding(template.source, _name(container), "volumeMounts",
+                      f"the Pod says {PORT_ANNOTATION}={annotated}, but no downwardAPI volume with metadata.annotations "
+                      f"is mounted at {path}: the hook does not see it and reads the engine's own --port or its default")
+    engine_port = flag_value(_argv(container), "--port")
+    if engine_port is not None and engine_port != annotated:
+        yield Finding(template.source, _name(container), f"metadata.annotations[{PORT_ANNOTATION}]",
+                      f"is {annotated} but the engine's command says --port {engine_port}: the hook reads the wrong port")
+
+
+def _installed_volumes(template: PodTemplate) -> dict[str, str]:
+    """volume name -> the directory an init container's `prestop install DIR` fills in it."""
+    installs: dict[str, str] = {}
+    for init in _dicts(template.spec.get("initContainers")):
+        argv = _argv(init)
+        if image_name(str(init.get("image", ""))) != PRESTOP_IMAGE_NAME or "install" not in argv:
+            continue
+        position = argv.index("install")
+        if position + 1 >= len(argv):
+            continue
+        directory = argv[position + 1]
+        mount = _mount_holding(init, directory)
+        if mount is not None:
+            installs[str(mount.get("name"))] = posixpath.join(
+                "/", posixpath.relpath(directory, str(mount.get("mountPath"))))
+    return installs
+
+
+def _tmpdir(template: PodTemplate, container: dict[str, Any], installs: dict[str, str]) -> Iterator[Finding]:
+    hook_dir = posixpath.dirname(hook_command(container)[0])
+    env = _env(container, template)
+    mount = _mount_holding(container, hook_dir) if hook_dir else None
+    installed = mount is not None and str(mount.get("name")) in installs
+    if installs and not installed:
+        yield Finding(template.source, _name(container), "lifecycle.preStop.exec.command",
+                      f"runs {hook_command(container)[0]}, which is in no volume the init container's `prestop install` "
+                      "fills: the hook exists only in an image that carries it")
+    if installed:
+        wanted = posixpath.join(hook_dir, "tmp")
+        if env.get("TMPDIR") != wanted:
+            yield Finding(template.source, _name(container), "env[TMPDIR]",
+                          f"is {env.get('TMPDIR', 'unset')!r}, not {wanted!r} (made by `prestop install`): the hook "
+                          "unpacks itself into TMPDIR, which must be writable and exec-able")
+        return
+    read_only = _get(container, "securityContext", "readOnlyRootFilesystem") is True
+    tmpdir = env.get("TMPDIR") or DEFAULT_TMPDIR
+    writable = _mount_holding(container, tmpdir)
+    if read_only and (writable is None or writable.get("readOnly") is True):
+        yield Finding(template.source, _name(container), "env[TMPDIR]",
+                      f"the root filesystem is read-only and {tmpdir} (TMPDIR, else /tmp) is in no writable volume: "
+                      "the hook cannot unpack itself and fails (postStart, or a skipped drain)")
+
+
+def _leader_token(template: PodTemplate, container: dict[str, Any]) -> Iterator[Finding]:
+    command = hook_command(container)
+    if not template.follows_a_leader or flag_value(command[1:], "--follow-leader") == "none":
+        return
+    token = flag_value(command[1:], "--leader-token-file")
+    if token is None:
+        yield Finding(template.source, _name(container), "lifecycle.preStop.exec.command",
+                      "a LeaderWorkerSet worker follows its leader's drain-sidecar but has no --leader-token-file: "
+                      "a sidecar with --token-file answers 401 and the worker cannot read its leader")
+        return
+    yield from _token_mounted(template, container, token, "--leader-token-file")
+
+
+def _sidecar_token(template: PodTemplate, container: dict[str, Any]) -> Iterator[Finding]:
+    token = flag_value(_argv(container), "--token-file")
+    if token is not None:
+        yield from _token_mounted(template, container, token, "--token-file")
+
+
+def _token_mounted(template: PodTemplate, container: dict[str, Any], token: str, flag: str) -> Iterator[Finding]:
+    mount = _mount_holding(container, token)
+    volumes = {str(v.get("name")): v for v in _dicts(template.spec.get("volumes"))}
+    if mount is None or str(mount.get("name")) not in volumes:
+        yield Finding(template.source, _name(container), "volumeMounts",
+                      f"{flag} {token} is in no volume mounted into this container: the token file does not exist there")

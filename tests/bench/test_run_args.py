@@ -1,0 +1,27 @@
+"""`make bench BENCH_ARGS=--quick` never replaces the record: bench/run.py's argument handling."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from bench import report, run
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_a_quick_run_writes_beside_the_record_not_over_it():
+    quick = run.parse_args(["--quick"])
+    assert (quick.out, quick.json) == (REPO / "bench/out/quick/RESULTS.md", REPO / "bench/out/quick/results.json")
+    assert quick.out != report.DEFAULT_MD and quick.json != report.DEFAULT_JSON
+    full = run.parse_args([])
+    assert (full.out, full.json) == (report.DEFAULT_MD, report.DEFAULT_JSON) == (REPO / "bench/RESULTS.md",
+                                                                                 REPO / "bench/results.json")
+
+
+def test_where_a_quick_run_writes_is_untracked_and_an_explicit_out_wins(tmp_path):
+    ignored = subprocess.run(["git", "check-ignore", "-q", "bench/out/quick/RESULTS.md"], cwd=REPO, timeout=30)
+    assert ignored.returncode == 0, "bench/out/ must be in .gitignore"
+    chosen = run.parse_args(["--quick", "--out", str(tmp_path / "r.md"), "--json", str(tmp_path / "r.json")])
+    assert (chosen.out, chosen.json) == (tmp_path / "r.md", tmp_path / "r.json")
+    assert run.parse_args(["--quick", "--parts", "scrape , drain"]).parts == ["scrape", "drain"]
