@@ -7,6 +7,7 @@ import pytest
 
 from modeldrain.hook.cli import _check_parser, _drain_parser
 from modeldrain.hook.config import resolve_drain_config, resolve_read_config
+from modeldrain.hook.engine import PROC_ROOT_ENV
 from modeldrain.hook.gauges import EngineKind, Role
 
 
@@ -142,3 +143,12 @@ def test_an_unusable_leader_address_is_a_warning_not_a_failed_hook(tmp_path):
     assert c.leader is None and c.warnings[0].startswith("not following the leader: LWS_LEADER_ADDRESS")
     c = drain_config(tmp_path, env={**LWS_WORKER, "LWS_WORKER_INDEX": "one"})
     assert c.leader is None and c.warnings[0].startswith("not following the leader: LWS_WORKER_INDEX must be")
+
+
+def test_proc_root_flag_wins_over_the_environment(tmp_path, monkeypatch):
+    vllm = fake_proc(tmp_path, ["vllm", "serve", "m", "--port", "9100"])
+    sglang = fake_proc(tmp_path, ["python3", "-m", "sglang.launch_server", "--port", "9200"])
+    monkeypatch.setenv(PROC_ROOT_ENV, sglang)
+    assert read_config(tmp_path, "--annotations", no_annotations(tmp_path), proc=vllm).hint.kind is EngineKind.VLLM
+    args = _check_parser().parse_args(["--annotations", no_annotations(tmp_path)])
+    assert resolve_read_config(args).hint.kind is EngineKind.SGLANG

@@ -2,7 +2,7 @@
 
 import pytest
 
-from modeldrain.hook.engine import EngineHint, hint_from_argv, hint_from_proc
+from modeldrain.hook.engine import PROC_ROOT_ENV, EngineHint, default_proc_root, hint_from_argv, hint_from_proc
 from modeldrain.hook.gauges import EngineKind, Role
 
 
@@ -106,3 +106,9 @@ def test_proc_scan_counts_a_process_whose_namespace_it_cannot_tell(tmp_path):
     (tmp_path / "self" / "ns").mkdir()
     (tmp_path / "self" / "ns" / "pid").symlink_to("pid:[1]")
     assert hint_from_proc(root).kind is EngineKind.VLLM  # no ns/pid to read: counted, as before
+
+
+def test_the_process_table_is_proc_unless_the_environment_names_another():
+    assert default_proc_root({}) == "/proc"
+    assert default_proc_root({PROC_ROOT_ENV: ""}) == "/proc"
+    assert default_proc_root({PROC_ROOT_ENV: "/elsewhere"}) == "/elsewhere"
