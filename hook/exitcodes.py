@@ -18,4 +18,5 @@ class ExitCode(enum.IntEnum):
     DEADLINE = 10  # the drain reached G - exit reserve with work in flight or unknown
     UNMEASURABLE = 11  # nothing to measure: refused, HTTP error status, TLS handshake failure
     INTERRUPTED = 130  # SIGINT before the drain finished (128 + 2)
+    QUIT = 131  # SIGQUIT before the drain finished (128 + 3)
     TERMINATED = 143  # SIGTERM before the drain finished (128 + 15)
