@@ -22,6 +22,8 @@ HOOK_LAYERS: dict[str, int] = {
     "modeldrain.hook.bundle": 0, "modeldrain.hook.files": 0, "modeldrain.hook.events": 0,
     # values parsed and read
     "modeldrain.hook.flags": 1, "modeldrain.hook.outcome": 1, "modeldrain.hook.clock": 1, "modeldrain.hook.annotations": 1,
+    # what each signal does to a drain (a stop, or ignored)
+    "modeldrain.hook.signals": 1,
     # reading: argv, exposition, HTTP
     "modeldrain.hook.engine": 2, "modeldrain.hook.exposition": 2, "modeldrain.hook.fetch": 2,
     # a leader's drain-sidecar, read like the engine
