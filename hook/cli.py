@@ -9,13 +9,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
-from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from modeldrain.hook import __version__
 from modeldrain.hook.exitcodes import ExitCode
+from modeldrain.hook.signals import StopSignals, Stopped
 
 if TYPE_CHECKING:
     from modeldrain.hook.events import EventLog
@@ -30,7 +29,10 @@ exit codes:
       host, port or token: it is unknown, not gone), and the worker waited to its deadline
   2   usage error
   130 interrupted by SIGINT before the drain finished
+  131 interrupted by SIGQUIT before the drain finished
   143 terminated by SIGTERM before the drain finished
+  SIGHUP, SIGUSR1/2, SIGALRM, SIGPIPE, SIGTSTP and the other signals that would end or stop
+  the process are ignored: the drain runs to its own end (docs/prestop.md, "Signals")
 
 The last line on stdout is one JSON object:
   {"event": "drain_finished", "outcome": "idle"|"deadline"|"unmeasurable"|"engine_gone"|"leader_gone"|
@@ -51,53 +53,7 @@ subcommands:
 CHECK_EXIT_HELP = ("exit codes: 0 idle, 1 busy (or incomplete, timed out, unparseable), 11 unmeasurable, "
                    "12 a worker's leader does not answer as a drain-sidecar (wrong host, port or token), 2 usage error")
 
-# A signal that ends the drain early, and what the drain then reports.
-_STOP_SIGNALS = {
-    signal.SIGTERM: (ExitCode.TERMINATED, "terminated", "terminated by SIGTERM before the drain finished"),
-    signal.SIGINT: (ExitCode.INTERRUPTED, "interrupted", "interrupted by SIGINT before the drain finished"),
-}
-
-
-class _Stopped(BaseException):
-    """A stop signal mid-drain. A BaseException, so no `except Exception` on the read path eats it."""
-
-    def __init__(self, signum: int):
-        super().__init__(signum)
-        self.code, self.outcome, self.reason = _STOP_SIGNALS[signal.Signals(signum)]
-
-
-class _StopSignals:
-    """SIGTERM and SIGINT, caught from the first line of main(). Until the drain is ready to be
-    interrupted (inside its try), a signal is only remembered; then it ends the drain at once."""
-
-    def __init__(self) -> None:
-        self.pending: int | None = None
-        self.armed = False
-
-    def install(self) -> None:
-        for signum in _STOP_SIGNALS:
-            signal.signal(signum, self._on_signal)
-
-    def arm(self) -> None:
-        if self.pending is not None:
-            raise _Stopped(self.pending)
-        self.armed = True
-
-    def ignore(self) -> None:
-        """The result is decided: nothing may cut its line."""
-        self.armed = False
-        for signum in _STOP_SIGNALS:
-            signal.signal(signum, signal.SIG_IGN)
-
-    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        if self.pending is None:
-            self.pending = signum
-        if self.armed:
-            self.armed = False  # one stop per drain: a second signal must not cut the first's final line
-            raise _Stopped(signum)
-
-
-_SIGNALS = _StopSignals()
+_SIGNALS = StopSignals()
 
 
 def _ensure_standard_streams() -> None:
@@ -175,7 +131,7 @@ def drain(argv: list[str]) -> int:
         result = run_drain(resolve_drain_config(args), started_at, log)
         code = result.outcome.exit_code
         fields = dict(result.fields())
-    except _Stopped as stop:
+    except Stopped as stop:
         code = stop.code
         fields = dict(outcome=stop.outcome, in_flight=None, reads=None, reason=stop.reason, exit_code=int(code))
     finally:
@@ -292,7 +248,8 @@ def main(argv: list[str] | None = None) -> int:
         print(mistyped, file=sys.stderr)
         return ExitCode.USAGE
     if subcommand is None:
-        # First, before anything that can take time: a stop signal must end in a drain_finished line.
+        # First, before anything that can take time: a stop signal must end in a drain_finished
+        # line, and no other signal may end the drain (hook/signals.py).
         _SIGNALS.install()
     _ensure_standard_streams()
     if subcommand is not None:

@@ -22,7 +22,7 @@ from modeldrain.hook.annotations import (
     default_annotations_file,
     read_annotations,
 )
-from modeldrain.hook.engine import EngineHint, hint_from_proc
+from modeldrain.hook.engine import EngineHint, default_proc_root, hint_from_proc
 from modeldrain.hook.events import CONTAINER_LOG
 from modeldrain.hook.flags import (
     arg,
@@ -87,7 +87,8 @@ def add_target_flags(parser: argparse.ArgumentParser) -> None:
                        help=f"bound on one read (default {constants.READ_TIMEOUT_S:g})")
     group.add_argument("--max-body-bytes", type=whole_number_arg("--max-body-bytes", minimum=1), default=constants.MAX_BODY_BYTES, metavar="BYTES",
                        help=f"a larger body counts as busy (default {constants.MAX_BODY_BYTES})")
-    group.add_argument("--proc-root", default="/proc", help=argparse.SUPPRESS)  # tests: where argv is read
+    # Tests only: where the engine's argv is read (default $MODELDRAIN_PROC_ROOT, else /proc).
+    group.add_argument("--proc-root", default=default_proc_root(), help=argparse.SUPPRESS)
 
 
 def add_leader_flags(parser: argparse.ArgumentParser) -> None:

@@ -11,10 +11,23 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, replace
+from typing import Mapping
 
 from modeldrain.hook.engine_argv import EngineArgs
 from modeldrain.hook.flags import parse_port
 from modeldrain.hook.gauges import EngineKind, Role
+
+
+# Where the engine's argv is read: this PID namespace's /proc, which in a Pod shows the engine.
+PROC_ROOT = "/proc"
+# Another tree to read instead, for the test suite: a test machine's /proc shows every engine run
+# there, which a Pod never would. --proc-root, where given, wins over it.
+PROC_ROOT_ENV = "MODELDRAIN_PROC_ROOT"
+
+
+def default_proc_root(env: Mapping[str, str] = os.environ) -> str:
+    """The tree the engine's argv is read from when --proc-root does not say: $MODELDRAIN_PROC_ROOT, else /proc."""
+    return env.get(PROC_ROOT_ENV) or PROC_ROOT
 
 
 @dataclass(frozen=True)
@@ -123,7 +136,7 @@ def hint_from_argv(argv: list[str], cwd: str | None = None) -> EngineHint | None
     )
 
 
-def hint_from_proc(proc_root: str = "/proc") -> EngineHint:
+def hint_from_proc(proc_root: str = PROC_ROOT) -> EngineHint:
     """The engine hint from the processes visible here; none when zero or several engines differ.
 
     Only this process's own PID namespace counts. In a Pod that is all /proc shows (the

@@ -20,4 +20,5 @@ class ExitCode(enum.IntEnum):
     UNMEASURABLE = 11  # nothing to measure: refused, HTTP error status, TLS handshake failure
     LEADER_UNREACHABLE = 12  # a worker's leader never answered as a drain-sidecar (wrong host, port or token)
     INTERRUPTED = 130  # SIGINT before the drain finished (128 + 2)
+    QUIT = 131  # SIGQUIT before the drain finished (128 + 3)
     TERMINATED = 143  # SIGTERM before the drain finished (128 + 15)

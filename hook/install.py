@@ -15,6 +15,7 @@ import errno
 import hashlib
 import json
 import os
+import stat
 import sys
 from dataclasses import asdict, dataclass
 
@@ -74,7 +75,11 @@ def install(argv: list[str]) -> int:
 
 
 def install_executable(source: str, directory: str) -> InstallReport:
-    """Copy `source` to directory/prestop and make directory/tmp; raises InstallError."""
+    """Copy `source` to directory/prestop and make directory/tmp; raises InstallError.
+
+    Everything inside DIR is reached through DIR's own descriptor and never through a symlink:
+    DIR is an emptyDir that survives container restarts, so whatever the engine container left
+    there (DIR/tmp or DIR/prestop a symlink to /etc, say) must not get chmod 1777 or 0755."""
     _check_directory(directory)
     try:
         with open(source, "rb") as f:
@@ -82,12 +87,14 @@ def install_executable(source: str, directory: str) -> InstallReport:
     except OSError as exc:
         raise InstallError(f"cannot read this executable at {source}: {exc.strerror or exc}") from None
     target = os.path.join(directory, EXECUTABLE_NAME)
-    changed = not _same_file_content(target, content)
-    if changed:
-        _write_atomically(target, content, directory)
-    else:
-        _chmod(target, EXECUTABLE_MODE, directory)
-    tmp_dir = _make_tmp_dir(directory)
+    directory_fd = _open_directory(directory)
+    try:
+        changed = not _keep_identical_copy(directory_fd, content, directory)
+        if changed:
+            _write_atomically(directory_fd, content, directory)
+        tmp_dir = _make_tmp_dir(directory_fd, directory)
+    finally:
+        os.close(directory_fd)
     return InstallReport(path=target, bytes=len(content), sha256=hashlib.sha256(content).hexdigest(),
                          changed=changed, tmpdir=tmp_dir)
 
@@ -99,21 +106,40 @@ def _check_directory(directory: str) -> None:
         raise InstallError(f"{directory} is not a directory")
 
 
-def _same_file_content(path: str, content: bytes) -> bool:
+def _open_directory(directory: str) -> int:
     try:
-        if os.path.getsize(path) != len(content):
-            return False
-        with open(path, "rb") as f:
-            return f.read() == content
+        return os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise InstallError(_cannot_write(directory, exc)) from None
+
+
+def _keep_identical_copy(directory_fd: int, content: bytes, directory: str) -> bool:
+    """Whether DIR/prestop is already this executable (then made 0755); a symlink there never is."""
+    try:
+        fd = os.open(EXECUTABLE_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=directory_fd)
     except OSError:
-        return False  # absent or unreadable: write it
-
-
-def _write_atomically(target: str, content: bytes, directory: str) -> None:
-    # The temporary name is in DIR itself, so the rename never crosses filesystems.
-    temp = os.path.join(directory, f".{EXECUTABLE_NAME}.{os.getpid()}.tmp")
+        return False  # absent, unreadable, or a symlink (ELOOP): write it, the rename replaces the link
     try:
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size != len(content):
+            return False
+        with os.fdopen(os.dup(fd), "rb") as f:
+            if f.read() != content:
+                return False
+        os.fchmod(fd, EXECUTABLE_MODE)
+        return True
+    except OSError as exc:
+        raise InstallError(_cannot_write(directory, exc)) from None
+    finally:
+        os.close(fd)
+
+
+def _write_atomically(directory_fd: int, content: bytes, directory: str) -> None:
+    # The temporary name is in DIR itself, so the rename never crosses filesystems; O_EXCL never
+    # follows a symlink, and the rename replaces one at DIR/prestop rather than writing through it.
+    temp = f".{EXECUTABLE_NAME}.{os.getpid()}.tmp"
+    try:
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600, dir_fd=directory_fd)
     except OSError as exc:
         raise InstallError(_cannot_write(directory, exc)) from None
     try:
@@ -125,30 +151,36 @@ def _write_atomically(target: str, content: bytes, directory: str) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
-        os.rename(temp, target)
+        os.rename(temp, EXECUTABLE_NAME, src_dir_fd=directory_fd, dst_dir_fd=directory_fd)
     except OSError as exc:
-        _remove_quietly(temp)
+        _remove_quietly(temp, directory_fd)
         raise InstallError(_cannot_write(directory, exc)) from None
     _fsync_directory(directory)
 
 
-def _make_tmp_dir(directory: str) -> str:
+def _make_tmp_dir(directory_fd: int, directory: str) -> str:
     path = os.path.join(directory, TMP_SUBDIR)
     try:
-        os.makedirs(path, exist_ok=True)
+        os.mkdir(TMP_SUBDIR, 0o700, dir_fd=directory_fd)  # 0700 until the chmod below: never briefly wider
+    except FileExistsError:
+        pass  # an earlier install's, or a restart's: checked below like a new one
     except OSError as exc:
         raise InstallError(_cannot_write(directory, exc)) from None
-    if not os.path.isdir(path):
-        raise InstallError(f"{path} exists and is not a directory (the bundle unpacks there)")
-    _chmod(path, TMP_MODE, directory)
-    return path
-
-
-def _chmod(path: str, mode: int, directory: str) -> None:
     try:
-        os.chmod(path, mode)
+        fd = os.open(TMP_SUBDIR, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=directory_fd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            kind = "a symlink" if os.path.islink(path) else "not a directory"
+            raise InstallError(f"{path} exists and is {kind} (the bundle unpacks there; remove it: "
+                               "install never follows or replaces it)") from None
+        raise InstallError(_cannot_write(directory, exc)) from None
+    try:
+        os.fchmod(fd, TMP_MODE)
     except OSError as exc:
         raise InstallError(_cannot_write(directory, exc)) from None
+    finally:
+        os.close(fd)
+    return path
 
 
 def _fsync_directory(directory: str) -> None:
@@ -165,10 +197,10 @@ def _fsync_directory(directory: str) -> None:
         os.close(fd)
 
 
-def _remove_quietly(path: str) -> None:
+def _remove_quietly(name: str, directory_fd: int) -> None:
     """Clean up after a failed install; the error being reported is the one that matters."""
     try:
-        os.unlink(path)
+        os.unlink(name, dir_fd=directory_fd)
     except OSError:
         pass  # already gone, or the directory itself is what failed
 

@@ -22,6 +22,7 @@ from modeldrain.hook import __version__
 from modeldrain.hook.events import EventLog
 from modeldrain.hook.outcome import Read
 from modeldrain.hook.exitcodes import ExitCode
+from modeldrain.hook.signals import IGNORED_SIGNALS
 from modeldrain.sidecar import constants
 from modeldrain.sidecar.app import MALFORMED_ROUTE, REJECTED_ROUTE, Service, make_app
 from modeldrain.sidecar.auth import TokenFile
@@ -102,6 +103,7 @@ async def serve(config: SidecarConfig, log: EventLog) -> int:
     loop.set_exception_handler(lambda _loop, context: _log_loop_error(log, context))
     loop.add_signal_handler(signal.SIGTERM, lifecycle.on_sigterm)
     loop.add_signal_handler(signal.SIGINT, lifecycle.on_sigint)
+    loop.add_signal_handler(signal.SIGQUIT, lifecycle.on_sigint)  # Ctrl-\ at a terminal: stop now, too
     try:
         try:
             await site.start()
@@ -124,6 +126,7 @@ async def serve(config: SidecarConfig, log: EventLog) -> int:
     finally:
         loop.remove_signal_handler(signal.SIGTERM)
         loop.remove_signal_handler(signal.SIGINT)
+        loop.remove_signal_handler(signal.SIGQUIT)
         await runner.cleanup()
         await coalescer.close()
     log.emit("stopped", reason=reason.value)
@@ -146,6 +149,11 @@ def _write_ready_file(path: str, address: tuple[str, int]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # The sidecar stops for SIGTERM (the linger), SIGINT and SIGQUIT (at once); every other signal
+    # whose default would end or freeze it is stray here (no reload on SIGHUP: the token file is
+    # re-read by itself) and is ignored, the hook's table (docs/sidecar-api.md, Signals).
+    for signum in IGNORED_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
     parser = build_parser()
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     config = resolve_config(args, parser)

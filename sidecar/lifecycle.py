@@ -22,7 +22,7 @@ from modeldrain.sidecar.sampler import NumberedRead
 class StopReason(enum.Enum):
     ENGINE_GONE = "engine_gone"  # its listener refused a connection
     LINGER_BOUND = "linger_bound"  # the engine still listened when the bound passed
-    INTERRUPTED = "interrupted"  # SIGINT: someone at a terminal wants it to stop now
+    INTERRUPTED = "interrupted"  # SIGINT or SIGQUIT: someone at a terminal wants it to stop now
 
 
 class Lifecycle:

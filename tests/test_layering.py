@@ -28,6 +28,8 @@ HOOK_LAYERS: dict[str, int] = {
     "modeldrain.hook.foreign_body": 1,
     # the rules a manifest is checked by (`prestop lint`)
     "modeldrain.hook.manifest_rules": 2,
+    # what each signal does to a drain (a stop, or ignored)
+    "modeldrain.hook.signals": 1,
     # reading: argv, exposition, HTTP
     "modeldrain.hook.engine": 2, "modeldrain.hook.exposition": 2, "modeldrain.hook.fetch": 2,
     # a leader's drain-sidecar, read like the engine

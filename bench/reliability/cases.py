@@ -45,7 +45,7 @@ TERMINATED_OR_KILLED_BEFORE_THE_HANDLER = frozenset({ExitCode.TERMINATED, -signa
 LEADER_UNREACHABLE = frozenset({ExitCode.LEADER_UNREACHABLE})
 
 # Every status the drain and `prestop check` may end with (hook/cli.py EXIT_CODES_HELP).
-DOCUMENTED_DRAIN_CODES = frozenset({0, 2, 10, 11, 12, 130, 143})
+DOCUMENTED_DRAIN_CODES = frozenset({0, 2, 10, 11, 12, 130, 131, 143})
 DOCUMENTED_CHECK_CODES = frozenset({0, 1, 2, 11, 12})
 
 
@@ -204,6 +204,12 @@ def scripted_cases() -> list[HostileCase]:
                     expected=frozenset({ExitCode.INTERRUPTED}), signal=Signal(signal.SIGINT, 1.0)),
         HostileCase("SIGTERM mid-drain (at 1 s)", sigs, BUSY, idle_is_true=False,
                     expected=frozenset({ExitCode.TERMINATED}), signal=Signal(signal.SIGTERM, 1.0)),
+        HostileCase("SIGQUIT mid-drain (at 1 s)", sigs, BUSY, idle_is_true=False,
+                    expected=frozenset({ExitCode.QUIT}), signal=Signal(signal.SIGQUIT, 1.0)),
+        # Stray signals (hook/signals.py): ignored, so the busy drain still ends at its deadline.
+        *[HostileCase(f"{signal.Signals(signum).name} mid-drain (at 1 s): ignored", sigs, BUSY, idle_is_true=False,
+                      expected=DEADLINE, signal=Signal(signum, 1.0))
+          for signum in (signal.SIGHUP, signal.SIGUSR1, signal.SIGALRM, signal.SIGPIPE, signal.SIGTSTP)],
         *[HostileCase(f"SIGTERM at {ms} ms", sigs, BUSY, idle_is_true=False,
                       expected=TERMINATED_OR_KILLED_BEFORE_THE_HANDLER, signal=Signal(signal.SIGTERM, ms / 1000))
           for ms in (100, 200, 300, 500)],

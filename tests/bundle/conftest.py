@@ -16,7 +16,9 @@ import pytest
 
 from tests import environment
 from tests.builds import BUILD_TIMEOUT_S, exclusive, make
+from modeldrain.hook.engine import PROC_ROOT_ENV
 from tests.conftest import REPO
+from tests.process_table import empty_process_table
 
 from .engine import BusyableEngine
 
@@ -50,10 +52,12 @@ def engine():
 
 @pytest.fixture
 def bundle_env(tmp_path) -> dict[str, str]:
-    """A private TMPDIR per test, so a test can check the bundle leaves nothing behind."""
+    """A private TMPDIR per test, so a test can check the bundle leaves nothing behind; and the
+    session's empty process table, which an environment built from scratch would otherwise drop."""
     tmp = tmp_path / "unpack"
     tmp.mkdir()
-    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TMPDIR": str(tmp)}
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TMPDIR": str(tmp),
+            PROC_ROOT_ENV: empty_process_table()}
 
 
 def require_root() -> None:

@@ -9,6 +9,8 @@ import time
 
 import pytest
 
+from modeldrain.hook.signals import IGNORED_SIGNALS
+
 from .conftest import ONEFILE, TOOLCHAIN_BIN
 from .engine import BUSY_REQUESTS
 from .runner import drain_argv, free_port, json_lines, run
@@ -55,20 +57,80 @@ def test_refused_read_ends_the_drain(bundle, bundle_env):
     assert "refused" in ran.finished["reason"]
 
 
-def test_sigterm_reaches_python_through_both_launchers(bundle, engine, bundle_env):
+@pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_sigterm_and_sigint_reach_python_through_both_launchers(bundle, engine, bundle_env, signum, code):
     """kubelet signals the process it exec'd: staticx's launcher must pass it on to Python."""
     engine.busy_for(60)
     process = subprocess.Popen(drain_argv(str(bundle), engine.port), env=bundle_env, text=True,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         time.sleep(1.5)  # unpacked, running, busy
-        process.send_signal(signal.SIGTERM)
+        process.send_signal(signum)
         stdout, stderr = process.communicate(timeout=20)
     finally:
         process.kill()
-    assert process.returncode == 143, stderr
-    assert json_lines(stdout)[-1]["exit_code"] == 143
+    assert process.returncode == code, stderr
+    assert json_lines(stdout)[-1]["exit_code"] == code
     assert unpacked_leftovers(bundle_env) == []
+
+
+def children(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        return [int(child) for child in f.read().split()]
+
+
+def ignored_mask(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1], 16) for line in f if line.startswith("SigIgn:"))
+
+
+def bundle_processes(launcher: subprocess.Popen, deadline_at: float) -> tuple[int, int]:
+    """(PyInstaller's bootloader, Python) under staticx's launcher, once Python ignores its signals."""
+    wanted = sum(1 << (signum - 1) for signum in IGNORED_SIGNALS)
+    while True:
+        assert time.monotonic() < deadline_at and launcher.poll() is None
+        for bootloader in children(launcher.pid):
+            for python in children(bootloader):
+                if ignored_mask(python) & wanted == wanted:
+                    return bootloader, python
+        time.sleep(0.005)
+
+
+# PyInstaller's bootloader forwards every signal but SIGTSTP (which stops the bootloader itself).
+FORWARDED_BY_PYINSTALLER = tuple(s for s in IGNORED_SIGNALS if s != signal.SIGTSTP)
+
+
+def test_the_signals_the_hook_ignores_are_ignored_by_the_bundled_python(bundle, engine, bundle_env):
+    """What PyInstaller's bootloader passes on, the bundled hook ignores as the package does."""
+    process = subprocess.Popen([*drain_argv(str(bundle), engine.port), "--route-wait", "2"], env=bundle_env,
+                               text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        bootloader, _python = bundle_processes(process, time.monotonic() + 20)
+        for signum in FORWARDED_BY_PYINSTALLER:
+            os.kill(bootloader, signum)
+        stdout, stderr = process.communicate(timeout=20)
+    finally:
+        process.kill()
+    assert process.returncode == 0, stderr
+    assert json_lines(stdout)[-1]["outcome"] == "idle"
+    assert unpacked_leftovers(bundle_env) == []
+
+
+@pytest.mark.xfail(strict=True, reason="staticx's launcher (the file kubelet execs) forwards only SIGINT and "
+                   "SIGTERM (its bootloader/main.c): any other signal ends it with the default action while "
+                   "the drain runs on orphaned; docs/prestop.md, Signals")
+@pytest.mark.parametrize("signum, code", [(signal.SIGHUP, 0), (signal.SIGUSR1, 0), (signal.SIGQUIT, 131)])
+def test_signals_to_the_launcher_kubelet_execd_end_as_the_package_says(bundle, engine, bundle_env, signum, code):
+    process = subprocess.Popen([*drain_argv(str(bundle), engine.port), "--route-wait", "2"], env=bundle_env,
+                               text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        bundle_processes(process, time.monotonic() + 20)
+        process.send_signal(signum)
+        stdout, stderr = process.communicate(timeout=20)
+    finally:
+        process.kill()
+    assert process.returncode == code, stderr
+    assert json_lines(stdout)[-1]["exit_code"] == code
 
 
 def test_version_names_the_build(bundle, bundle_env):

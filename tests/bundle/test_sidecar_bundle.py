@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from modeldrain.hook.engine import PROC_ROOT_ENV
+from tests.process_table import empty_process_table
+
 from .conftest import REPO, TOOLCHAIN_BIN
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -24,8 +27,9 @@ def start(sidecar_bundle: Path, tmp_path: Path, *args: str) -> tuple[subprocess.
     ready = tmp_path / "ready"
     unpack = tmp_path / "unpack"
     unpack.mkdir()
+    env = {"PATH": "/usr/bin:/bin", "TMPDIR": str(unpack), PROC_ROOT_ENV: empty_process_table()}
     process = subprocess.Popen([str(sidecar_bundle), "--listen", "127.0.0.1:0", "--ready-file", str(ready), *args],
-                               env={"PATH": "/usr/bin:/bin", "TMPDIR": str(unpack)}, stdin=subprocess.DEVNULL,
+                               env=env, stdin=subprocess.DEVNULL,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline_at = time.monotonic() + START_TIMEOUT_S
     while not ready.exists():

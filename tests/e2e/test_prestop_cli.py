@@ -11,6 +11,7 @@ import time
 import pytest
 
 from emulation.engine_process import EngineProcess, free_port
+from modeldrain.hook.signals import IGNORED_SIGNALS
 
 from tests.engine_work import send_requests
 from tests.pipes import fill
@@ -187,6 +188,7 @@ def test_deadline_counts_from_the_exec_not_from_the_end_of_imports(tmp_path):
 @pytest.mark.parametrize("signum, code, outcome", [
     (signal.SIGTERM, 143, "terminated"),
     (signal.SIGINT, 130, "interrupted"),  # a person at a terminal: the same final line, no traceback
+    (signal.SIGQUIT, 131, "interrupted"),  # Ctrl-\ at that terminal: a stop too, with a final line
 ])
 def test_a_stop_signal_ends_the_hook_with_a_final_line(signum, code, outcome):
     with EngineProcess("--kind", "vllm") as engine:
@@ -202,11 +204,40 @@ def test_a_stop_signal_ends_the_hook_with_a_final_line(signum, code, outcome):
     assert 1.5 <= finished["elapsed_s"] < 5
 
 
-def catches(pid: int, signum: int) -> bool:
-    """Whether the process has a handler for the signal (SigCgt in /proc/<pid>/status)."""
+def signal_mask(pid: int, field: str) -> int:
+    """A signal set of the process from /proc/<pid>/status: SigCgt (handled) or SigIgn (ignored)."""
     with open(f"/proc/{pid}/status") as f:
-        mask = next(int(line.split()[1], 16) for line in f if line.startswith("SigCgt:"))
-    return bool(mask & (1 << (signum - 1)))
+        return next(int(line.split()[1], 16) for line in f if line.startswith(f"{field}:"))
+
+
+def catches(pid: int, signum: int) -> bool:
+    """Whether the process has a handler for the signal."""
+    return bool(signal_mask(pid, "SigCgt") & (1 << (signum - 1)))
+
+
+def ignores_all(pid: int, signums) -> bool:
+    mask = signal_mask(pid, "SigIgn")
+    return all(mask & (1 << (signum - 1)) for signum in signums)
+
+
+def test_every_other_signal_is_ignored_and_the_drain_runs_to_its_own_end():
+    # A terminal's SIGHUP, a stray SIGUSR1 or SIGALRM, job control's SIGTSTP: each of them, one after
+    # another, to one drain, from the moment it ignores them. It still ends as the engine says
+    # (idle, 0) with its final line, neither killed without one (nor frozen, SIGTSTP) on the way.
+    with EngineProcess("--kind", "vllm") as engine:
+        hook = start_prestop("--route-wait", "2", "--grace", "30", "--port", str(engine.port))
+        deadline_at = time.monotonic() + 10
+        while not ignores_all(hook.pid, IGNORED_SIGNALS):
+            assert time.monotonic() < deadline_at and hook.poll() is None
+            time.sleep(0.0005)
+        for signum in IGNORED_SIGNALS:
+            hook.send_signal(signum)
+        assert hook.poll() is None
+        out, err = hook.communicate(timeout=15)
+    assert hook.returncode == 0, err
+    finished = json.loads(out.splitlines()[-1])
+    assert (finished["outcome"], finished["exit_code"]) == ("idle", 0)
+    assert finished["elapsed_s"] >= 2.0  # after its route wait, as if nothing had been sent
 
 
 def test_from_the_moment_it_catches_the_signal_a_stop_ends_with_a_final_line():

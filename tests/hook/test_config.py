@@ -7,6 +7,7 @@ import pytest
 
 from modeldrain.hook.cli import _check_parser, _drain_parser
 from modeldrain.hook.config import resolve_drain_config, resolve_read_config
+from modeldrain.hook.engine import PROC_ROOT_ENV
 from modeldrain.hook.gauges import EngineKind, Role
 
 
@@ -192,3 +193,12 @@ def test_what_the_engines_argv_cannot_say_reaches_the_warnings(tmp_path):
     proc = fake_proc(tmp_path, ["vllm", "serve", "m", "--config", str(tmp_path / "missing.yaml")])
     c = read_config(tmp_path, "--annotations", no_annotations(tmp_path), proc=proc)
     assert any("missing.yaml is not read" in w for w in c.warnings)
+
+
+def test_proc_root_flag_wins_over_the_environment(tmp_path, monkeypatch):
+    vllm = fake_proc(tmp_path, ["vllm", "serve", "m", "--port", "9100"])
+    sglang = fake_proc(tmp_path, ["python3", "-m", "sglang.launch_server", "--port", "9200"])
+    monkeypatch.setenv(PROC_ROOT_ENV, sglang)
+    assert read_config(tmp_path, "--annotations", no_annotations(tmp_path), proc=vllm).hint.kind is EngineKind.VLLM
+    args = _check_parser().parse_args(["--annotations", no_annotations(tmp_path)])
+    assert resolve_read_config(args).hint.kind is EngineKind.SGLANG

@@ -2,7 +2,7 @@
 
 import pytest
 
-from modeldrain.hook.engine import EngineHint, hint_from_argv, hint_from_proc
+from modeldrain.hook.engine import PROC_ROOT_ENV, EngineHint, default_proc_root, hint_from_argv, hint_from_proc
 from modeldrain.hook.gauges import EngineKind, Role
 
 
@@ -189,3 +189,9 @@ def test_proc_scan_reads_a_relative_config_file_from_the_engines_cwd(tmp_path):
     (tmp_path / "engine-cwd" / "conf" / "serve.yml").write_text("port: 9300\n")
     (tmp_path / "1" / "cwd").symlink_to(tmp_path / "engine-cwd")
     assert hint_from_proc(root).port == 9300
+
+
+def test_the_process_table_is_proc_unless_the_environment_names_another():
+    assert default_proc_root({}) == "/proc"
+    assert default_proc_root({PROC_ROOT_ENV: ""}) == "/proc"
+    assert default_proc_root({PROC_ROOT_ENV: "/elsewhere"}) == "/elsewhere"

@@ -75,3 +75,41 @@ def test_usage_error_without_dir(capsys):
         main(["install"])
     assert exit_info.value.code == 2
     assert "DIR" in capsys.readouterr().err
+
+
+def test_a_symlink_at_dir_tmp_is_refused_and_its_target_keeps_its_mode(source, tmp_path):
+    # The emptyDir outlives container restarts: the engine container (any user) may leave DIR/tmp a
+    # symlink to a directory outside, which a chmod through it would make world-writable.
+    target_dir = tmp_path / "drain"
+    target_dir.mkdir()
+    outside = tmp_path / "etc"
+    outside.mkdir(mode=0o755)
+    outside.chmod(0o755)
+    (target_dir / "tmp").symlink_to(outside)
+    with pytest.raises(install.InstallError, match=r"/tmp exists and is a symlink .*never follows"):
+        install.install_executable(str(source), str(target_dir))
+    assert stat.S_IMODE(outside.stat().st_mode) == 0o755
+    assert (target_dir / "tmp").is_symlink()
+
+
+def test_a_symlink_at_dir_prestop_is_replaced_and_its_target_keeps_its_mode(source, tmp_path):
+    # Even a link to a file that holds this very executable: it is not the install's own copy.
+    target_dir = tmp_path / "drain"
+    target_dir.mkdir()
+    outside = tmp_path / "shadow"
+    outside.write_bytes(source.read_bytes())
+    outside.chmod(0o600)
+    (target_dir / "prestop").symlink_to(outside)
+    report = install.install_executable(str(source), str(target_dir))
+    installed = target_dir / "prestop"
+    assert report.changed is True and not installed.is_symlink()
+    assert installed.read_bytes() == source.read_bytes() and stat.S_IMODE(installed.stat().st_mode) == 0o755
+    assert stat.S_IMODE(outside.stat().st_mode) == 0o600
+
+
+def test_a_file_at_dir_tmp_is_refused(source, tmp_path):
+    target_dir = tmp_path / "drain"
+    target_dir.mkdir()
+    (target_dir / "tmp").write_text("")
+    with pytest.raises(install.InstallError, match=r"/tmp exists and is not a directory"):
+        install.install_executable(str(source), str(target_dir))

@@ -5,6 +5,7 @@ import threading
 import time
 
 from emulation.engine_process import EngineProcess, free_port
+from modeldrain.hook.signals import IGNORED_SIGNALS
 from .sidecar_process import SidecarProcess, kill_now
 
 
@@ -105,3 +106,23 @@ def test_a_read_stuck_on_the_engine_does_not_hold_the_exit_past_the_linger_bound
             assert cut
     finally:
         engine.close()
+
+
+def ignores_all(pid, signums):
+    with open(f"/proc/{pid}/status") as f:
+        mask = next(int(line.split()[1], 16) for line in f if line.startswith("SigIgn:"))
+    return all(mask & (1 << (signum - 1)) for signum in signums)
+
+
+def test_stray_signals_are_ignored_and_sigquit_stops_it_at_once(vllm_engine):
+    # A SIGHUP, a stray SIGUSR1, job control's SIGTSTP...: none ends (or freezes) the sidecar the
+    # controller is reading; SIGQUIT, like SIGINT, is someone at a terminal stopping it now.
+    with SidecarProcess("--port", str(vllm_engine.port), "--engine", "vllm") as s:
+        assert ignores_all(s.pid, IGNORED_SIGNALS)  # from before it listens
+        for signum in IGNORED_SIGNALS:
+            s.send_signal(signum)
+        assert s.work()["read"]["outcome"] == "idle"
+        assert s.get_json("/readyz")[0] == 200
+        s.send_signal(signal.SIGQUIT)
+        assert s.wait(5) == 0
+    assert events_named(s, "stopped")[0]["reason"] == "interrupted"
