@@ -75,7 +75,9 @@ def parse(text: str) -> dict[str, Value | Unfollowed]:
         while i < len(lines) and lines[i][1] > 0:
             block.append(lines[i])
             i += 1
-        if block and raw:
+        if not isinstance(_scalar(key), str):  # `on:`, `null:`, `1:`: YAML's key is no flag name
+            result[key] = Unfollowed(f"a key YAML reads as {_scalar(key)!r}, not as the string {key!r}")
+        elif block and raw:
             result[key] = Unfollowed("a value continued on the next lines")
         elif block:
             result[key] = _block(block)
