@@ -109,7 +109,7 @@ def _check_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def drain(argv: list[str]) -> int:
+def drain_command(argv: list[str]) -> int:
     from modeldrain.hook.clock import exec_started_at
     from modeldrain.hook.events import EventLog, Sink, mirror_for
 
@@ -156,7 +156,7 @@ def _remove_leftovers(log: EventLog) -> None:
         log.emit("stale_unpack_dirs_removed", paths=removed, bytes=freed)
 
 
-def check(argv: list[str]) -> int:
+def check_command(argv: list[str]) -> int:
     from modeldrain.hook.config import resolve_leader, resolve_read_config
     from modeldrain.hook.foreign_body import NOT_AN_ENGINE
     from modeldrain.hook.outcome import ReadOutcome, read_fields
@@ -180,7 +180,7 @@ def check(argv: list[str]) -> int:
     print(json.dumps(report, indent=2))
     if read.outcome is ReadOutcome.IDLE:
         return ExitCode.OK
-    return ExitCode.UNMEASURABLE if read.outcome.ends_drain else ExitCode.BUSY
+    return ExitCode.UNMEASURABLE if read.outcome.ends_drain else ExitCode.NOT_CLEARED
 
 
 def _check_leader(leader: Any, timeout_s: float, warnings: list[str]) -> int:
@@ -200,10 +200,10 @@ def _check_leader(leader: Any, timeout_s: float, warnings: list[str]) -> int:
         return ExitCode.LEADER_UNREACHABLE
     if read.outcome is ReadOutcome.IDLE:
         return ExitCode.OK
-    return ExitCode.UNMEASURABLE if read.outcome.ends_drain else ExitCode.BUSY
+    return ExitCode.UNMEASURABLE if read.outcome.ends_drain else ExitCode.NOT_CLEARED
 
 
-def version(argv: list[str]) -> int:
+def version_command(argv: list[str]) -> int:
     from modeldrain.hook.bundle import build_description
 
     if argv:
@@ -213,19 +213,19 @@ def version(argv: list[str]) -> int:
     return ExitCode.OK
 
 
-def install(argv: list[str]) -> int:
+def install_command(argv: list[str]) -> int:
     from modeldrain.hook.install import install as install_bundle
 
     return install_bundle(argv)
 
 
-def lint(argv: list[str]) -> int:
+def lint_command(argv: list[str]) -> int:
     from modeldrain.hook.lint_cli import main as lint_main
 
     return lint_main(argv)
 
 
-SUBCOMMANDS = {"check": check, "version": version, "install": install, "lint": lint}
+SUBCOMMANDS = {"check": check_command, "version": version_command, "install": install_command, "lint": lint_command}
 
 
 def _mistyped_subcommand(argv: list[str]) -> str | None:
@@ -254,4 +254,4 @@ def main(argv: list[str] | None = None) -> int:
     _ensure_standard_streams()
     if subcommand is not None:
         return subcommand(argv[1:])  # one-shot commands: a signal simply ends them
-    return drain(argv)
+    return drain_command(argv)

@@ -12,8 +12,9 @@ import enum
 
 class ExitCode(enum.IntEnum):
     OK = 0  # drained idle; a check read idle; installed; stopped cleanly
-    BUSY = 1  # `prestop check`: the read was not idle; `drain-sidecar retirement`: the replica is held;
-    # `prestop lint`: a finding
+    # The answer is "not now", whichever command asked: `prestop check` read something other than
+    # idle; `prestop lint` found a disagreement; `drain-sidecar retirement` held, refused or aborted.
+    NOT_CLEARED = 1
     USAGE = 2  # a bad flag or argument: the message names it (argparse's own status)
     LISTEN_FAILED = 3  # drain-sidecar: cannot listen on --listen
     DEADLINE = 10  # the drain reached G - exit reserve with work in flight or unknown

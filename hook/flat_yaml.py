@@ -57,7 +57,7 @@ class FlatYamlError(ValueError):
     """The file is not a flat mapping this reader follows; the message names the line."""
 
 
-def parse(text: str) -> dict[str, Value | Unfollowed]:
+def parse_flat_mapping(text: str) -> dict[str, Value | Unfollowed]:
     """The top-level mapping of `text`, each value as PyYAML's safe_load gives it, or Unfollowed."""
     lines = _meaningful_lines(text)
     result: dict[str, Value | Unfollowed] = {}

@@ -38,7 +38,7 @@ class UnreadableFile(Exception):
     """A file that cannot be read or parsed: a usage error naming the file."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def lint_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="prestop lint", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
                     description="Check that each Pod template's hook, grace, annotations, TMPDIR and token agree.")
     parser.add_argument("files", nargs="+", metavar="FILE", help="manifests: JSON, or YAML (one or more documents)")
@@ -85,7 +85,7 @@ def templates_in(path: str) -> list[PodTemplate]:
 
 
 def main(argv: list[str]) -> int:
-    parser = build_parser()
+    parser = lint_parser()
     args = parser.parse_args(argv)
     findings: list[Finding] = []
     templates = 0
@@ -104,4 +104,4 @@ def main(argv: list[str]) -> int:
     for finding in findings:
         print(finding)
     print(f"prestop lint: {templates} Pod template(s), {len(findings)} finding(s)", file=sys.stderr)
-    return ExitCode.BUSY if findings else ExitCode.OK
+    return ExitCode.NOT_CLEARED if findings else ExitCode.OK

@@ -40,11 +40,11 @@ def _read(target: Target, hint: EngineHint, started_at: float, *, timeout_s: flo
         read = replace(base, outcome=exc.outcome, detail=exc.detail, http_status=exc.status)
     else:
         fetched = replace(base, http_status=response.status, body_bytes=len(response.body))
-        read = read_body(fetched, response.body, response.content_type, hint, deadline_at=started_at + timeout_s)
+        read = classify_body(fetched, response.body, response.content_type, hint, deadline_at=started_at + timeout_s)
     return replace(read, duration_s=time.monotonic() - started_at)
 
 
-def read_body(fetched: Read, body: bytes, content_type: str, hint: EngineHint, *, deadline_at: float) -> Read:
+def classify_body(fetched: Read, body: bytes, content_type: str, hint: EngineHint, *, deadline_at: float) -> Read:
     """What a body says, by deadline_at: the read's fields, its outcome and the words for it."""
     try:
         parsed = exposition.parse(body, content_type, deadline_at=deadline_at)

@@ -142,7 +142,7 @@ async def work(request: web.Request) -> web.Response:
                                terminating=service.lifecycle.terminating))
 
 
-async def drain(request: web.Request) -> web.Response:
+async def drain_route(request: web.Request) -> web.Response:
     """Run this call's own drain, the one kubelet's preStop httpGet waits on; answer when the hook would return."""
     service = request.app[APP_SERVICE]
     text = request.query.get("grace")
@@ -189,7 +189,7 @@ def make_app(service: Service) -> web.Application:
     app = web.Application(middlewares=[_errors_and_metrics, _authenticate], client_max_size=MAX_REQUEST_BODY_BYTES)
     app[APP_SERVICE] = service
     app.on_response_prepare.append(_name_server)
-    for path, handler in ((WORK, work), (DRAIN, drain), (LEGACY_DRAIN, drain), (OPENAPI, openapi),
+    for path, handler in ((WORK, work), (DRAIN, drain_route), (LEGACY_DRAIN, drain_route), (OPENAPI, openapi),
                           (HEALTHZ, healthz), (READYZ, readyz), (METRICS, metrics)):
         app.router.add_get(path, handler, allow_head=False)
     return app

@@ -24,7 +24,7 @@ from modeldrain.sidecar.daemon_thread import run_in_daemon_thread
 
 BEARER = "bearer"
 # The token file's rule is the shared core's (hook.token): re-exported for the sidecar's callers.
-__all__ = ["BEARER", "TokenFile", "TokenFileError", "Verdict", "read_token"]
+__all__ = ["BEARER", "TokenFile", "TokenFileError", "TokenCheck", "read_token"]
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class _Stamp:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class TokenCheck:
     ok: bool
     reason: str = ""  # why not, for the 401's message; never echoes what was presented
 
@@ -69,20 +69,20 @@ class TokenFile:
             # refresh() turns every OS error into a problem it records; anything else is a bug.
             self._set(self._stamp, None, f"token file check failed: {future.exception()!r}")
 
-    def check(self, authorization: str | None) -> Verdict:
+    def check(self, authorization: str | None) -> TokenCheck:
         """Whether an Authorization header value carries the current token (constant-time
         compare). No I/O: the token is what the last refresh() found."""
         if self._token is None:
             # The detail (a path, an OS error) is in the log, not in an answer to any client.
-            return Verdict(False, "the sidecar has no valid token configured; see its log")
+            return TokenCheck(False, "the sidecar has no valid token configured; see its log")
         if not authorization:
-            return Verdict(False, "missing Authorization: Bearer header")
+            return TokenCheck(False, "missing Authorization: Bearer header")
         scheme, _, presented = authorization.strip().partition(" ")
         if scheme.lower() != BEARER or not presented.strip():
-            return Verdict(False, "Authorization is not a Bearer token")
+            return TokenCheck(False, "Authorization is not a Bearer token")
         if not hmac.compare_digest(presented.strip().encode("utf-8", "replace"), self._token):
-            return Verdict(False, "wrong token")
-        return Verdict(True)
+            return TokenCheck(False, "wrong token")
+        return TokenCheck(True)
 
     def refresh(self) -> None:
         """Re-read the token if the file changed. Blocking file I/O: off the event loop."""

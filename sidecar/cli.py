@@ -31,7 +31,7 @@ from modeldrain.sidecar.command import CommandWatch
 from modeldrain.sidecar.connections import ConnectionWatch
 from modeldrain.sidecar.drain_admission import DrainAdmission, drain_call_cap
 from modeldrain.sidecar.drain_job import DrainJobs
-from modeldrain.sidecar.config import SidecarConfig, build_parser, resolve_config
+from modeldrain.sidecar.config import SidecarConfig, sidecar_parser, resolve_config
 from modeldrain.sidecar.work_answer import Identity
 from modeldrain.sidecar.library_logs import route_library_logs
 from modeldrain.sidecar.lifecycle import Lifecycle
@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     # re-read by itself) and is ignored, the hook's table (docs/sidecar-api.md, Signals).
     for signum in IGNORED_SIGNALS:
         signal.signal(signum, signal.SIG_IGN)
-    parser = build_parser()
+    parser = sidecar_parser()
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     config = resolve_config(args, parser)
     log = EventLog("drain-sidecar")

@@ -55,7 +55,7 @@ class SidecarConfig:
     warnings: tuple[str, ...] = ()  # logged at start as config_warning
 
 
-def build_parser() -> Parser:
+def sidecar_parser() -> Parser:
     parser = Parser(
         prog="drain-sidecar",
         description="Serve one fresh read of this Pod's engine work gauges to the ModelDeployment operator's controller,\n"

@@ -6,7 +6,7 @@ ModelDeployment operator's shutdown documentation ("Reading member work", "Drain
 "Limitations"; restated in modeldrain's docs/requirements.md, "the spec" below) as an algorithm over
 drain-sidecar's GET /v1/work answers (schema modeldrain.sidecar/v2):
 
-    protocol = Retirement([Member("http://10.0.0.7:8490", PodRef("team-a", "llm-0", uid))], budget_s=120)
+    protocol = Retirement([MemberEndpoint("http://10.0.0.7:8490", ExpectedPod("team-a", "llm-0", uid))], budget_s=120)
     started_at = time.monotonic()
     while True:
         answers = {m.url: read_member(m.url, token) for m in protocol.members}
@@ -21,6 +21,14 @@ implementation). `read_member` is the one function that touches the network; `re
 """
 
 from __future__ import annotations
+
+# The surface a controller uses (and copies): everything else here is the protocol's own detail.
+__all__ = [
+    "SCHEMA", "WORK_PATH", "MIN_IDLE_GAP_S", "ROUND_INTERVAL_S", "REQUEST_TIMEOUT_S", "MAX_ANSWER_BYTES",
+    "WITHDRAWAL_BUDGET_S",
+    "RetirementVerdict", "Reason", "Decision", "ExpectedPod", "MemberEndpoint", "Answer", "Retirement",
+    "work_url", "read_member", "load_token", "retire",
+]
 
 import concurrent.futures
 import enum
@@ -65,7 +73,7 @@ _STATUS_WHY = {
 _SPLIT_ROLES = frozenset({"prefill", "decode"})
 
 
-class Verdict(enum.Enum):
+class RetirementVerdict(enum.Enum):
     DELETE = "delete"  # delete every Pod of the replica now
     HOLD = "hold"  # not yet: read again next round
     REFUSE = "refuse"  # never through this protocol: keep the replica, report the reason
@@ -73,7 +81,7 @@ class Verdict(enum.Enum):
 
     @property
     def final(self) -> bool:
-        return self is not Verdict.HOLD
+        return self is not RetirementVerdict.HOLD
 
 
 class Reason(enum.Enum):
@@ -106,7 +114,7 @@ class Reason(enum.Enum):
 
 @dataclass(frozen=True)
 class Decision:
-    verdict: Verdict
+    verdict: RetirementVerdict
     reason: Reason
     message: str
     speaker: str | None = None  # the URL of the member that speaks for the replica, once named
@@ -117,7 +125,7 @@ class Decision:
 
 
 @dataclass(frozen=True)
-class PodRef:
+class ExpectedPod:
     namespace: str | None
     name: str | None
     uid: str | None
@@ -127,11 +135,11 @@ class PodRef:
 
 
 @dataclass(frozen=True)
-class Member:
+class MemberEndpoint:
     """One member Pod of the replica: where its sidecar answers, and which Pod the caller means."""
 
     url: str
-    pod: PodRef | None = None  # None: the first answer's Pod is taken as the one meant
+    pod: ExpectedPod | None = None  # None: the first answer's Pod is taken as the one meant
 
 
 @dataclass(frozen=True)
@@ -147,7 +155,7 @@ class Answer:
 class _View:
     """The fields of one valid v2 answer that the protocol uses."""
 
-    pod: PodRef
+    pod: ExpectedPod
     instance: str
     terminating: bool
     worker_index: int
@@ -191,14 +199,14 @@ class _IdleRead:
 class Retirement:
     """The protocol for one replica, fed one round of answers at a time, in order."""
 
-    members: Sequence[Member]
+    members: Sequence[MemberEndpoint]
     budget_s: float  # hold no longer than this from the first round (at_s 0), then ABORT
     # False: no router drops the replica, so its Service endpoint was removed just before the first
     # round and withdrawal waits for its outside connections to be gone (docs/controller.md).
     router: bool = True
     _first_free: _IdleRead | None = None  # the speaker's first connection-free read
     _withdrawn: _IdleRead | None = None  # the read that proved withdrawal
-    _pinned: dict[str, PodRef] = field(default_factory=dict)  # url -> the Pod meant there
+    _pinned: dict[str, ExpectedPod] = field(default_factory=dict)  # url -> the Pod meant there
     _last: dict[str, _View] = field(default_factory=dict)  # url -> its previous valid answer
     _first_idle: _IdleRead | None = None
     _final: Decision | None = None
@@ -217,14 +225,14 @@ class Retirement:
             raise ValueError(f"rounds go forward in time: {at_s} after {self._last_at_s}")
         self._last_at_s = at_s
         decision = self._decide(answers)
-        if decision.verdict is Verdict.HOLD and not self.router and self._withdrawn is None \
+        if decision.verdict is RetirementVerdict.HOLD and not self.router and self._withdrawn is None \
                 and at_s >= min(self.budget_s, WITHDRAWAL_BUDGET_S):
-            decision = Decision(Verdict.ABORT, decision.reason,
+            decision = Decision(RetirementVerdict.ABORT, decision.reason,
                                 f"not withdrawn within the withdrawal budget of {WITHDRAWAL_BUDGET_S:g} s, so the "
                                 f"retirement ends as Aborted and the replica keeps its capacity: {decision.message}",
                                 decision.speaker)
-        elif decision.verdict is Verdict.HOLD and at_s >= self.budget_s:
-            decision = Decision(Verdict.ABORT, decision.reason,
+        elif decision.verdict is RetirementVerdict.HOLD and at_s >= self.budget_s:
+            decision = Decision(RetirementVerdict.ABORT, decision.reason,
                                 f"held past the budget of {self.budget_s:g} s, so the retirement ends as Aborted "
                                 f"and the replica keeps its capacity: {decision.message}", decision.speaker)
         if decision.verdict.final:
@@ -250,7 +258,7 @@ class Retirement:
             for url, view in views.items():
                 if view.disaggregated or view.role in _SPLIT_ROLES:
                     said = ", ".join(view.evidence) or f"its gauge set is {view.role}"
-                    return Decision(Verdict.REFUSE, Reason.PREFILL_DECODE,
+                    return Decision(RetirementVerdict.REFUSE, Reason.PREFILL_DECODE,
                                     f"a prefill or decode replica is refused outright: {url} runs one ({said})")
             held = self._restarts(views)
             for url, view in views.items():
@@ -283,7 +291,7 @@ class Retirement:
         self._first_idle = None  # anything but an idle read between the two holds the operation
         if not keep_withdrawal:  # a restart, an unreadable answer, a connection: withdrawal starts again
             self._first_free = self._withdrawn = None
-        return Decision(Verdict.HOLD, reason, message, speaker)
+        return Decision(RetirementVerdict.HOLD, reason, message, speaker)
 
     def _withdrawal(self, url: str, view: _View) -> Decision | None:
         """Without a router: no outside connection on two reads >= 1 s apart, and on every read after."""
@@ -393,22 +401,22 @@ class Retirement:
         this = _IdleRead(url, view.instance, view.incarnation, view.seq, view.started_monotonic_s)
         if first is None or (first.url, first.instance, first.incarnation) != (url, view.instance, view.incarnation):
             self._first_idle = this
-            return Decision(Verdict.HOLD, Reason.ONE_IDLE_READ,
+            return Decision(RetirementVerdict.HOLD, Reason.ONE_IDLE_READ,
                             f"one idle read on a complete envelope (read {view.seq}); a member must read idle "
                             "twice", url)
         if view.seq == first.seq:
-            return Decision(Verdict.HOLD, Reason.SAME_READ, f"read {view.seq} again: an answer shared by "
+            return Decision(RetirementVerdict.HOLD, Reason.SAME_READ, f"read {view.seq} again: an answer shared by "
                             "concurrent callers is one read", url)
         if view.idle_run_since_seq is None or view.idle_run_since_seq > first.seq:
             self._first_idle = this
-            return Decision(Verdict.HOLD, Reason.INTERRUPTED,
+            return Decision(RetirementVerdict.HOLD, Reason.INTERRUPTED,
                             f"a read between reads {first.seq} and {view.seq} was not idle (the idle run began at "
                             f"read {view.idle_run_since_seq}); counting again from read {view.seq}", url)
         gap_s = view.started_monotonic_s - first.started_monotonic_s
         if gap_s < MIN_IDLE_GAP_S:
-            return Decision(Verdict.HOLD, Reason.TOO_CLOSE, f"idle reads {first.seq} and {view.seq} started "
+            return Decision(RetirementVerdict.HOLD, Reason.TOO_CLOSE, f"idle reads {first.seq} and {view.seq} started "
                             f"{gap_s:.3f} s apart; they must start at least {MIN_IDLE_GAP_S:g} s apart", url)
-        return Decision(Verdict.DELETE, Reason.IDLE_TWICE,
+        return Decision(RetirementVerdict.DELETE, Reason.IDLE_TWICE,
                         f"read idle twice on complete envelopes (reads {first.seq} and {view.seq}, {gap_s:.2f} s "
                         "apart)", url)
 
@@ -432,7 +440,7 @@ def _parse(answer: Answer) -> _View | str:
         engine, read = body["engine"], body["read"]
         command = engine["command"]
         return _View(
-            pod=PodRef(_opt(pod["namespace"], str), _opt(pod["name"], str), _opt(pod["uid"], str)),
+            pod=ExpectedPod(_opt(pod["namespace"], str), _opt(pod["name"], str), _opt(pod["uid"], str)),
             instance=_req(sidecar["instance"], str),
             terminating=_req(sidecar["terminating"], bool),
             worker_index=_req(member["worker_index"], int),
@@ -517,7 +525,7 @@ def read_member(url: str, token: str | None = None, timeout_s: float = REQUEST_T
         return Answer(status=status, error=f"HTTP {status} with a body that is not JSON" + _STATUS_WHY.get(status, ""))
 
 
-def read_token(path: str) -> str:
+def load_token(path: str) -> str:
     """A bearer token file, as drain-sidecar's --token-file holds it; raises OSError or ValueError."""
     with open(path, encoding="utf-8") as f:
         token = f.read(4097).strip()
@@ -526,7 +534,7 @@ def read_token(path: str) -> str:
     return token
 
 
-def retire(members: Sequence[Member], *, budget_s: float, token_file: str | None = None,
+def retire(members: Sequence[MemberEndpoint], *, budget_s: float, token_file: str | None = None,
            timeout_s: float = REQUEST_TIMEOUT_S, interval_s: float = ROUND_INTERVAL_S, router: bool = True,
            on_round: Callable[[float, Decision], None] | None = None) -> Decision:
     """Read every member once a round until the decision is final; the token file is re-read each round.
@@ -546,12 +554,12 @@ def retire(members: Sequence[Member], *, budget_s: float, token_file: str | None
             time.sleep(max(0.0, round_at + interval_s - time.monotonic()))
 
 
-def _read_round(pool: concurrent.futures.Executor, members: Sequence[Member], token_file: str | None,
+def _read_round(pool: concurrent.futures.Executor, members: Sequence[MemberEndpoint], token_file: str | None,
                 timeout_s: float) -> dict[str, Answer]:
     token = None
     if token_file is not None:
         try:
-            token = read_token(token_file)
+            token = load_token(token_file)
         except (OSError, ValueError) as exc:
             return {m.url: Answer(error=f"token file: {exc}") for m in members}
     futures = {m.url: pool.submit(read_member, m.url, token, timeout_s) for m in members}

@@ -35,7 +35,7 @@ exit codes: 0 the replica may be deleted; 1 held (refused, or still held when --
 """
 
 
-def build_parser() -> Parser:
+def retirement_parser() -> Parser:
     parser = Parser(prog="drain-sidecar retirement",
                     description="Run the retirement protocol's read for one replica and print its verdict.",
                     epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -56,14 +56,14 @@ def build_parser() -> Parser:
     return parser
 
 
-def _pod(text: str) -> retirement.PodRef:
+def _pod(text: str) -> retirement.ExpectedPod:
     parts = text.split("/")
     if len(parts) != 3 or not all(parts):
         raise ValueError(f"--pod must be NAMESPACE/NAME/UID, got {text!r}")
-    return retirement.PodRef(*parts)
+    return retirement.ExpectedPod(*parts)
 
 
-def parse_members(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[retirement.Member]:
+def parse_members(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[retirement.MemberEndpoint]:
     try:
         urls = [retirement.work_url(url) for url in args.urls]
         pods = [_pod(text) for text in args.pod]
@@ -71,7 +71,7 @@ def parse_members(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
         parser.error(str(exc))
     if args.token_file is not None:
         try:
-            retirement.read_token(args.token_file)
+            retirement.load_token(args.token_file)
         except OSError as exc:
             parser.error(f"--token-file {args.token_file}: {exc.strerror or exc}")
         except ValueError as exc:
@@ -80,11 +80,11 @@ def parse_members(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
         parser.error("each member's URL once")
     if pods and len(pods) != len(urls):
         parser.error(f"--pod given {len(pods)} time(s) for {len(urls)} URL(s): once per URL or not at all")
-    return [retirement.Member(url, pods[i] if pods else None) for i, url in enumerate(urls)]
+    return [retirement.MemberEndpoint(url, pods[i] if pods else None) for i, url in enumerate(urls)]
 
 
 def main(argv: list[str]) -> int:
-    parser = build_parser()
+    parser = retirement_parser()
     args = parser.parse_args(argv)
     members = parse_members(parser, args)
     started_at = time.monotonic()
@@ -98,7 +98,7 @@ def main(argv: list[str]) -> int:
         line = json.dumps({"at_s": round(at_s, 3), **decision.as_dict()})
         if args.trace:
             print(line, file=sys.stderr, flush=True)
-        elif decision.verdict is retirement.Verdict.HOLD and decision.reason not in said[-1:]:
+        elif decision.verdict is retirement.RetirementVerdict.HOLD and decision.reason not in said[-1:]:
             # A hold can last the whole budget: its reason is said when it first holds, not at the end.
             said.append(decision.reason)
             print(line, file=sys.stderr, flush=True)
@@ -107,4 +107,4 @@ def main(argv: list[str]) -> int:
                                  timeout_s=args.timeout, router=args.router, on_round=trace)
     print(json.dumps({**decision.as_dict(), "rounds": rounds,
                       "elapsed_s": round(time.monotonic() - started_at, 3)}), flush=True)
-    return ExitCode.OK if decision.verdict is retirement.Verdict.DELETE else ExitCode.BUSY
+    return ExitCode.OK if decision.verdict is retirement.RetirementVerdict.DELETE else ExitCode.NOT_CLEARED

@@ -119,7 +119,7 @@ def _member_env(name: str, index: int, size: int) -> dict[str, str]:
 
 def retirement_case(name: str, engine: EngineProcess, sidecars: list[SidecarProcess], times: int) -> dict:
     """`times` retirements of one replica; the cost per retirement, read off the engine and the sidecars."""
-    members = [retirement.Member(s.base_url, retirement.PodRef("bench", f"{name}-{i}", f"uid-{name}-{i}"))
+    members = [retirement.MemberEndpoint(s.base_url, retirement.ExpectedPod("bench", f"{name}-{i}", f"uid-{name}-{i}"))
                for i, s in enumerate(sidecars)]
     leader = sidecars[0]
     body_bytes = leader.work()["read"]["body_bytes"]

@@ -31,7 +31,7 @@ from modeldrain.sidecar.connections import count_connections
 from tests.e2e.link_local import LinkLocalPair
 from tests.sidecar.sidecar_process import SidecarProcess, kill_now
 
-POD = retirement.PodRef("team-a", "llm-0", "uid-llm-0")
+POD = retirement.ExpectedPod("team-a", "llm-0", "uid-llm-0")
 POD_ENV = {"POD_NAMESPACE": "team-a", "POD_NAME": "llm-0", "POD_UID": "uid-llm-0"}
 RUNS = 3  # "now" runs; "before" is one run of 30 s (its time is the budget, by construction)
 CLIENT_CONNECTIONS = 3
@@ -74,7 +74,7 @@ def _one(counting: bool) -> dict:
             removed_at = time.monotonic()  # the client stops: the endpoint is gone
             rounds: list[str] = []
             decision = pair.in_pod(lambda: retirement.retire(
-                [retirement.Member(sidecar.base_url, POD)], budget_s=60.0, router=False,
+                [retirement.MemberEndpoint(sidecar.base_url, POD)], budget_s=60.0, router=False,
                 on_round=lambda _at, d: rounds.append(d.reason.value)), timeout_s=90)
             decided_s = time.monotonic() - removed_at
             closed_by_engine = sum(1 for c in connections if c.sock is not None and c.sock.recv(1) == b"")

@@ -35,7 +35,7 @@ DEADLINE = frozenset({ExitCode.DEADLINE})
 EITHER = frozenset({ExitCode.OK, ExitCode.DEADLINE})  # idle when it can be certain in time, else waiting
 UNMEASURABLE = frozenset({ExitCode.UNMEASURABLE})
 USAGE = frozenset({ExitCode.USAGE})
-CHECK_BUSY = frozenset({ExitCode.BUSY})
+CHECK_BUSY = frozenset({ExitCode.NOT_CLEARED})
 # A SIGTERM before the handler is installed (the interpreter starting, or a bundle's launchers
 # unpacking: hook/bundle.py) ends the process by the signal's default action: documented, and the
 # bundle's next start removes what it left in $TMPDIR.

@@ -22,7 +22,7 @@ from .link_local import LinkLocalPair
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
-POD = retirement.PodRef("team-a", "llm-0", "uid-llm-0")
+POD = retirement.ExpectedPod("team-a", "llm-0", "uid-llm-0")
 KEEP_ALIVES = 3
 
 
@@ -70,7 +70,7 @@ def _get(connection, path="/health") -> None:
 
 
 def _retire(pair, sidecar, budget_s=60.0):
-    member = retirement.Member(sidecar.base_url, POD)
+    member = retirement.MemberEndpoint(sidecar.base_url, POD)
     rounds = []
     started_at = time.monotonic()
     decision = pair.in_pod(lambda: retirement.retire([member], budget_s=budget_s, router=False,
@@ -89,7 +89,7 @@ def test_idle_keep_alives_are_counted_then_closed_by_the_engine_and_the_retireme
     # The client stops sending; the endpoint is gone. The engine closes each idle keep-alive 5 s after its answer.
     decision, elapsed_s, rounds = _retire(pair, sidecar)
     since_last_s = time.monotonic() - last_response_at
-    assert decision.verdict is retirement.Verdict.DELETE, (decision, rounds)
+    assert decision.verdict is retirement.RetirementVerdict.DELETE, (decision, rounds)
     assert ("connected" in {r for _, r in rounds}) and rounds[-1][1] == "idle_twice", rounds
     # Timing is the behaviour: 5 s of keep-alive, then three rounds; generous for a loaded machine.
     assert 5.0 <= since_last_s <= 25.0, (since_last_s, rounds)
@@ -118,7 +118,7 @@ def test_a_client_that_keeps_sending_holds_the_retirement_to_the_withdrawal_budg
         stop.set()
         sender.join(5)
         connection.close()
-    assert decision.verdict is retirement.Verdict.ABORT and decision.reason is retirement.Reason.CONNECTED, decision
+    assert decision.verdict is retirement.RetirementVerdict.ABORT and decision.reason is retirement.Reason.CONNECTED, decision
     assert 30.0 <= elapsed_s <= 40.0, elapsed_s
     assert len(sent) > 40  # the client really kept sending throughout
 
@@ -161,6 +161,6 @@ def test_probes_and_a_scrape_from_outside_the_pod_are_transient(pod):
         traffic.join(10)
         if scrape["connection"] is not None:
             scrape["connection"].close()
-    assert decision.verdict is retirement.Verdict.DELETE, (decision, rounds)
+    assert decision.verdict is retirement.RetirementVerdict.DELETE, (decision, rounds)
     assert elapsed_s < retirement.WITHDRAWAL_BUDGET_S, (elapsed_s, rounds)
     assert len(probes) >= elapsed_s / 2 and scrape["count"] >= 1

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from modeldrain.hook.engine import EngineHint
 from modeldrain.hook.gauges import GAUGE_SETS, EngineKind, Role
 from modeldrain.hook.outcome import Read, ReadOutcome
-from modeldrain.hook.reader import read_body
+from modeldrain.hook.reader import classify_body
 
 from .metrics_bodies import OPENMETRICS, TEXT, bodies
 from .metrics_oracle import oracle_series, oracle_verdict
@@ -38,7 +38,7 @@ DEFINITE = {ReadOutcome.IDLE: "idle", ReadOutcome.BUSY: "busy", ReadOutcome.INCO
 def disagreements(body: bytes, content_type: str, kind: EngineKind, role: Role) -> list[str]:
     hint = EngineHint(kind=kind, role=role, source="flag")
     base = Read(ReadOutcome.INCOMPLETE, 0.0, 0.0, kind=kind, role=role)
-    read = read_body(base, body, content_type, hint, deadline_at=time.monotonic() + 30)
+    read = classify_body(base, body, content_type, hint, deadline_at=time.monotonic() + 30)
     outcome, detail = read.outcome, read.detail
     series = oracle_series(body, content_type)
     verdict = oracle_verdict(series, kind, role) if series is not None else None

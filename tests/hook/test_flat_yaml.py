@@ -8,7 +8,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from modeldrain.hook.flat_yaml import FlatYamlError, Unfollowed, parse
+from modeldrain.hook.flat_yaml import FlatYamlError, Unfollowed, parse_flat_mapping
 
 
 def _reads_as_a_key_of_its_own(key: str, value: object) -> bool:
@@ -16,7 +16,7 @@ def _reads_as_a_key_of_its_own(key: str, value: object) -> bool:
 
 
 def agrees_with_pyyaml(text: str) -> dict:
-    mine = parse(text)
+    mine = parse_flat_mapping(text)
     try:
         theirs = yaml.safe_load(text) or {}
     except yaml.YAMLError:
@@ -45,7 +45,7 @@ def test_samples_agree_with_pyyaml(text):
 @pytest.mark.parametrize("text", ["port 9001\n", "  port: 1\n", "- a\n", "a: 1\n---\nb: 2\n", "\tport: 1\n"])
 def test_what_is_not_a_flat_mapping_is_refused_whole(text):
     with pytest.raises(FlatYamlError, match="line"):
-        parse(text)
+        parse_flat_mapping(text)
 
 
 SCALARS = st.one_of(

@@ -43,7 +43,7 @@ def test_deploys_manifests_pass():
 def test_a_finding_is_one_line_naming_file_object_container_and_field(tmp_path):
     path = deployment_without_grace(tmp_path)
     result = prestop("lint", str(path), without_yaml=True)  # JSON needs no parser beyond the standard library
-    assert result.returncode == ExitCode.BUSY == 1, result.stderr
+    assert result.returncode == ExitCode.NOT_CLEARED == 1, result.stderr
     (line,) = result.stdout.splitlines()
     assert line.startswith(f"{path}[0] items[0]: Deployment llm-vllm: container engine: lifecycle.preStop.exec.command: "
                            "--grace missing: the hook assumes 30 s and terminationGracePeriodSeconds is 60")

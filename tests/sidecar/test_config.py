@@ -6,13 +6,13 @@ import sys
 import pytest
 
 from modeldrain.hook.exitcodes import ExitCode
-from modeldrain.sidecar.config import build_parser, resolve_config
+from modeldrain.sidecar.config import sidecar_parser, resolve_config
 from modeldrain.sidecar.constants import DEFAULT_LISTEN_PORT
 from modeldrain.sidecar.member import Member, PodIdentity
 
 
 def config(argv, env=None):
-    parser = build_parser()
+    parser = sidecar_parser()
     return resolve_config(parser.parse_args(argv), parser, env or {})
 
 

@@ -11,12 +11,12 @@ import pytest
 from emulation.engine_process import EngineProcess
 from emulation.raw_server import RawServer, canned
 from modeldrain.sidecar import retirement
-from modeldrain.sidecar.retirement import Answer, Member, PodRef, Reason, Retirement, Verdict
+from modeldrain.sidecar.retirement import Answer, ExpectedPod, MemberEndpoint, Reason, Retirement, RetirementVerdict
 from .conformance_scenarios import Sidecar
 from .contract import assert_work
 from .sidecar_process import SidecarProcess, kill_now
 
-POD = PodRef("team-a", "llm-0", "uid-llm-0")
+POD = ExpectedPod("team-a", "llm-0", "uid-llm-0")
 
 
 def test_it_imports_only_the_standard_library():
@@ -30,34 +30,34 @@ def test_a_replica_has_members_each_at_its_own_url():
     with pytest.raises(ValueError):
         Retirement([], 10.0)
     with pytest.raises(ValueError):
-        Retirement([Member("http://a:1/v1/work"), Member("http://a:1/v1/work")], 10.0)
+        Retirement([MemberEndpoint("http://a:1/v1/work"), MemberEndpoint("http://a:1/v1/work")], 10.0)
 
 
 def test_rounds_go_forward_and_a_final_decision_stays():
     s = Sidecar("http://a:1/v1/work", "llm-0")
-    protocol = Retirement([Member(s.url, POD)], 60.0)
+    protocol = Retirement([MemberEndpoint(s.url, POD)], 60.0)
     protocol.observe(0.0, {s.url: Answer(**s.answer(0.0))})
     with pytest.raises(ValueError):
         protocol.observe(-1.0, {})
     done = protocol.observe(1.1, {s.url: Answer(**s.answer(1.1))})
-    assert done.verdict is Verdict.DELETE and done.speaker == s.url
+    assert done.verdict is RetirementVerdict.DELETE and done.speaker == s.url
     assert protocol.observe(2.2, {s.url: Answer(error="gone")}) is done
 
 
 def test_the_budget_turns_a_hold_into_an_abort_at_its_end_not_before():
     s = Sidecar("http://a:1/v1/work", "llm-0")
-    protocol = Retirement([Member(s.url, POD)], 2.0)
-    assert protocol.observe(1.999, {s.url: Answer(**s.answer(1.999, "busy"))}).verdict is Verdict.HOLD
+    protocol = Retirement([MemberEndpoint(s.url, POD)], 2.0)
+    assert protocol.observe(1.999, {s.url: Answer(**s.answer(1.999, "busy"))}).verdict is RetirementVerdict.HOLD
     aborted = protocol.observe(2.0, {s.url: Answer(**s.answer(2.0, "busy"))})
-    assert (aborted.verdict, aborted.reason) == (Verdict.ABORT, Reason.BUSY)
+    assert (aborted.verdict, aborted.reason) == (RetirementVerdict.ABORT, Reason.BUSY)
     assert "budget of 2 s" in aborted.message
 
 
 def test_a_delete_on_the_last_round_of_the_budget_stands():
     s = Sidecar("http://a:1/v1/work", "llm-0")
-    protocol = Retirement([Member(s.url, POD)], 2.0)
+    protocol = Retirement([MemberEndpoint(s.url, POD)], 2.0)
     protocol.observe(1.0, {s.url: Answer(**s.answer(1.0))})
-    assert protocol.observe(2.5, {s.url: Answer(**s.answer(2.5))}).verdict is Verdict.DELETE
+    assert protocol.observe(2.5, {s.url: Answer(**s.answer(2.5))}).verdict is RetirementVerdict.DELETE
 
 
 def _body_with(path: str, value):
@@ -82,20 +82,20 @@ def _body_with(path: str, value):
     ("read.started_monotonic_s", "soon"),
 ])
 def test_an_answer_with_a_field_of_the_wrong_type_is_no_answer(path, value):
-    protocol = Retirement([Member("http://a:1/v1/work", POD)], 60.0)
+    protocol = Retirement([MemberEndpoint("http://a:1/v1/work", POD)], 60.0)
     decision = protocol.observe(0.0, {"http://a:1/v1/work": Answer(status=200, body=_body_with(path, value))})
-    assert (decision.verdict, decision.reason) == (Verdict.HOLD, Reason.UNREADABLE)
+    assert (decision.verdict, decision.reason) == (RetirementVerdict.HOLD, Reason.UNREADABLE)
     assert "not a modeldrain.sidecar/v2 answer" in decision.message
 
 
 @pytest.mark.parametrize("body", [None, [], "idle"])
 def test_a_body_that_is_not_an_object_is_no_answer(body):
-    protocol = Retirement([Member("http://a:1/v1/work", POD)], 60.0)
+    protocol = Retirement([MemberEndpoint("http://a:1/v1/work", POD)], 60.0)
     assert protocol.observe(0.0, {"http://a:1/v1/work": Answer(status=200, body=body)}).reason is Reason.UNREADABLE
 
 
 def test_a_member_missing_from_the_round_holds():
-    protocol = Retirement([Member("http://a:1/v1/work", POD)], 60.0)
+    protocol = Retirement([MemberEndpoint("http://a:1/v1/work", POD)], 60.0)
     decision = protocol.observe(0.0, {})
     assert decision.reason is Reason.UNREADABLE and "no answer in this round" in decision.message
 
@@ -143,11 +143,11 @@ def test_a_refused_connection_and_a_timeout_are_answers():
 def test_the_token_file_holds_one_token(tmp_path):
     path = tmp_path / "token"
     path.write_text("abc\n")
-    assert retirement.read_token(str(path)) == "abc"
+    assert retirement.load_token(str(path)) == "abc"
     for bad in ("", "a b", "x" * 5000):
         path.write_text(bad)
         with pytest.raises(ValueError):
-            retirement.read_token(str(path))
+            retirement.load_token(str(path))
 
 
 # --- against real sidecars, round by round ---
@@ -187,7 +187,7 @@ def idle_vllm():
 def test_a_single_pod_goes_from_busy_to_deletable_exactly_on_its_second_idle_read(idle_vllm, tmp_path):
     with SidecarProcess("--port", str(idle_vllm.port), "--engine", "vllm", "--read-timeout", "0.5",
                         "--proc-root", str(tmp_path), env=_pod_env("llm-0")) as s:
-        member = Member(s.base_url, POD)
+        member = MemberEndpoint(s.base_url, POD)
         request = threading.Thread(target=idle_vllm.request, args=("POST", "/v1/completions", {"duration_s": 1.6}),
                                    kwargs={"timeout_s": 10})
         request.start()
@@ -211,8 +211,8 @@ def test_a_leader_with_a_worker_answers_through_the_leader(idle_vllm, tmp_path):
                                "--proc-root", str(tmp_path),
                                env=_pod_env("llm-1-1", LWS_WORKER_INDEX="1", LWS_GROUP_SIZE="2",
                                             MEMBER_CONFIGURATION="rev-3")) as worker:
-            members = [Member(leader.base_url, PodRef("team-a", "llm-1-0", "uid-llm-1-0")),
-                       Member(worker.base_url, PodRef("team-a", "llm-1-1", "uid-llm-1-1"))]
+            members = [MemberEndpoint(leader.base_url, ExpectedPod("team-a", "llm-1-0", "uid-llm-1-0")),
+                       MemberEndpoint(worker.base_url, ExpectedPod("team-a", "llm-1-1", "uid-llm-1-1"))]
             assert _rounds(Retirement(members, 30.0), members, 4) == [("hold", "one_idle_read"),
                                                                       ("delete", "idle_twice")]
             # The same two Pods read as a replica of one: the size does not match, so it holds.
@@ -224,7 +224,7 @@ def test_an_engine_restarted_between_the_reads_holds_then_counts_again(tmp_path)
     with EngineProcess("--kind", "vllm") as engine, \
             SidecarProcess("--port", str(engine.port), "--engine", "vllm", "--read-timeout", "0.5",
                            "--proc-root", str(tmp_path), env=_pod_env("llm-0")) as s:
-        member = Member(s.base_url, POD)
+        member = MemberEndpoint(s.base_url, POD)
 
         def restart_after_first(i):
             if i == 0:

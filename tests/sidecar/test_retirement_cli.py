@@ -74,7 +74,7 @@ def test_another_pod_at_the_ip_is_held_until_the_budget(vllm, tmp_path):
     with SidecarProcess("--port", str(vllm.port), "--engine", "vllm", "--proc-root", str(tmp_path),
                         env=pod_env("llm-0")) as s:
         result = retirement(s.base_url, "--pod", "team-a/llm-0/uid-of-the-pod-meant", "--budget", "1.5")
-    assert result.returncode == ExitCode.BUSY == 1
+    assert result.returncode == ExitCode.NOT_CLEARED == 1
     body = verdict(result)
     assert (body["verdict"], body["reason"]) == ("abort", "wrong_pod")
     assert "its Pod IP was reused" in body["message"]

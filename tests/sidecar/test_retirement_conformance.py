@@ -18,7 +18,7 @@ def load(path):
 
 def replay(document) -> list[retirement.Decision]:
     """What conformance/retirement/README.md asks of any implementation, in Python."""
-    members = [retirement.Member(m["url"], retirement.PodRef(**m["pod"]) if m["pod"] else None)
+    members = [retirement.MemberEndpoint(m["url"], retirement.ExpectedPod(**m["pod"]) if m["pod"] else None)
                for m in document["members"]]
     protocol = retirement.Retirement(members, document["budget_s"], router=document.get("router", True))
     decisions = []
@@ -53,7 +53,7 @@ def test_every_answer_is_a_real_one(path):
 
 def test_every_verdict_and_reason_is_covered():
     seen = {(r["expect"]["verdict"], r["expect"]["reason"]) for p in FILES for r in load(p)["rounds"]}
-    assert {v for v, _ in seen} == {v.value for v in retirement.Verdict}
+    assert {v for v, _ in seen} == {v.value for v in retirement.RetirementVerdict}
     assert {r for _, r in seen} == {r.value for r in retirement.Reason}
 
 

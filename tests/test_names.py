@@ -1,0 +1,26 @@
+"""One name per concept: no class or public function name is defined in two product modules.
+
+A reader who meets `Verdict` or `read_token` should not have to ask which one. (The retirement
+reference client is self-contained on purpose, so a controller team can copy it: its names are
+its own, not the sidecar's twins.)
+"""
+
+from __future__ import annotations
+
+import ast
+
+from tests.conftest import REPO
+
+
+def public_definitions() -> dict[str, list[str]]:
+    defined: dict[str, list[str]] = {}
+    for path in sorted([*(REPO / "hook").glob("*.py"), *(REPO / "sidecar").glob("*.py")]):
+        for node in ast.parse(path.read_text(), str(path)).body:
+            if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and not node.name.startswith("_"):
+                defined.setdefault(node.name, []).append(str(path.relative_to(REPO)))
+    return defined
+
+
+def test_no_public_name_is_defined_twice():
+    twice = {name: paths for name, paths in public_definitions().items() if len(paths) > 1 and name != "main"}
+    assert not twice, f"one name, several definitions: {twice}"
