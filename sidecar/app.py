@@ -21,12 +21,20 @@ from modeldrain.sidecar.coalescer import Coalescer
 from modeldrain.hook.constants import ADMITTED_GRACE_MAX_S, ADMITTED_GRACE_MIN_S
 from modeldrain.hook.flags import parse_seconds
 from modeldrain.sidecar.command import CommandWatch
-from modeldrain.sidecar.constants import MAX_REQUEST_BODY_BYTES, SERVER_HEADER, TOKEN_FILE_WAIT_S
+from modeldrain.sidecar.constants import SERVER_HEADER
 from modeldrain.sidecar.drain_job import DrainJobs, DrainRefused
 from modeldrain.sidecar.work_answer import Identity, work_answer
 from modeldrain.sidecar.lifecycle import Lifecycle
 from modeldrain.sidecar.metrics import SidecarMetrics
 from modeldrain.sidecar.sampler import NumberedRead
+
+
+# No route takes a body; anything larger than this is refused before it is read.
+MAX_REQUEST_BODY_BYTES = 1024
+
+# A check of the token file (a stat, rarely a read of 4 KiB) takes microseconds; one that has
+# not answered in this long is a stuck volume, and /v1/* answers 503 rather than wait on it.
+TOKEN_FILE_WAIT_S = 1.0
 
 WORK = "/v1/work"
 DRAIN = "/v1/drain"

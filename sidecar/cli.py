@@ -39,6 +39,31 @@ from modeldrain.sidecar.metrics import SidecarMetrics
 from modeldrain.sidecar.sampler import EngineSampler, NumberedRead
 from modeldrain.sidecar.site import LimitedTCPSite
 
+
+# While lingering, one loopback read every half second: the sidecar leaves within ~0.5 s of
+# the engine's listener closing, at the cost of two tiny scrapes a second for a few seconds.
+LINGER_POLL_INTERVAL_S = 0.5
+
+# Only GETs with a short path and a bearer token arrive; 4 KiB per line and per header is
+# ample (a Kubernetes service-account token is ~1 KiB) and caps what a client can make us hold.
+MAX_REQUEST_LINE_BYTES = 4096
+MAX_HEADER_FIELD_BYTES = 4096
+MAX_HEADERS = 32
+
+# A connection that has not sent a whole request within this long is closed (aiohttp's
+# keep-alive timer also runs before the first request), so slow-header clients are bounded.
+# A controller reading once a second keeps its connection alive comfortably.
+KEEPALIVE_TIMEOUT_S = 10.0
+
+# At exit, requests still running get this long to finish (aiohttp waits it twice: for the
+# handlers, then for the connections). The exit comes after the linger, which already waited for
+# the engine; a read still pending then is cut rather than holding the Pod's deletion.
+SHUTDOWN_TIMEOUT_S = 1.0
+
+# Until the engine's own command is found in /proc (a native sidecar starts before its engine),
+# look again at most this often: one listing of /proc, well under a millisecond in a Pod.
+COMMAND_RESCAN_INTERVAL_S = 1.0
+
 OPENAPI_RESOURCE = "openapi.json"
 
 
@@ -52,7 +77,7 @@ async def serve(config: SidecarConfig, log: EventLog) -> int:
     sampler = EngineSampler(config.read, metrics, log, ConnectionWatch(config.proc_root, config.service_ports))
     coalescer: Coalescer[NumberedRead] = Coalescer(sampler.sample, constants.MIN_READ_INTERVAL_S)
     lifecycle = Lifecycle(coalescer, log, linger_max_s=config.linger_max_s,
-                          poll_interval_s=constants.LINGER_POLL_INTERVAL_S)
+                          poll_interval_s=LINGER_POLL_INTERVAL_S)
 
     async def fresh_read() -> Read:
         return (await coalescer.fresh()).read
@@ -76,22 +101,21 @@ async def serve(config: SidecarConfig, log: EventLog) -> int:
         drains=DrainJobs(config.read, log, fresh_read, DrainAdmission(drain_call_cap(config.max_connections))),
         openapi_json=load_openapi(),
         command=CommandWatch(config.stated, config.proc_root,
-                             rescan_interval_s=constants.COMMAND_RESCAN_INTERVAL_S),
+                             rescan_interval_s=COMMAND_RESCAN_INTERVAL_S),
         # The read in flight, the spacing, then this caller's own read.
-        work_wait_s=(2 * config.read.read_timeout_s + constants.MIN_READ_INTERVAL_S
-                     + constants.WORK_WAIT_SLACK_S),
+        work_wait_s=constants.work_answer_bound_s(config.read.read_timeout_s),
         log=log,
     )
     # Used by the site's per-connection handlers (the runner's own factory is bypassed).
     handler_kwargs: dict[str, Any] = dict(
         access_log=None,  # a controller polling every second would drown the log
-        keepalive_timeout=constants.KEEPALIVE_TIMEOUT_S,
-        max_line_size=constants.MAX_REQUEST_LINE_BYTES,
-        max_field_size=constants.MAX_HEADER_FIELD_BYTES,
-        max_headers=constants.MAX_HEADERS,
+        keepalive_timeout=KEEPALIVE_TIMEOUT_S,
+        max_line_size=MAX_REQUEST_LINE_BYTES,
+        max_field_size=MAX_HEADER_FIELD_BYTES,
+        max_headers=MAX_HEADERS,
     )
     # handler_cancellation: a drain call whose client went away stops, and gives its place back.
-    runner = web.AppRunner(make_app(service), handle_signals=False, shutdown_timeout=constants.SHUTDOWN_TIMEOUT_S,
+    runner = web.AppRunner(make_app(service), handle_signals=False, shutdown_timeout=SHUTDOWN_TIMEOUT_S,
                            handler_cancellation=True, **handler_kwargs)
     await runner.setup()
     site = LimitedTCPSite(runner, host=config.listen_host, port=config.listen_port,

@@ -20,10 +20,36 @@ from modeldrain.hook.flags import Parser, arg, parse_listen, parse_port, seconds
 from modeldrain.sidecar import constants
 from modeldrain.sidecar.auth import TokenFileError, read_token
 from modeldrain.sidecar.member import Member, PodIdentity, resolve_member
+from modeldrain.hook.constants import DEFAULT_GRACE_S, SIDECAR_PORT
+
+
+# The Pod's containers share one network namespace, so the port must clash with nothing the
+# engine binds: not vLLM's 8000 or SGLang's 30000 (and the ports SGLang derives above it),
+# not 8080/9090 (proxies, Prometheus), not 9400 (NVIDIA's DCGM exporter), and below Linux's
+# ephemeral range (32768+) where vLLM's and SGLang's randomly chosen internal ports land.
+DEFAULT_LISTEN_PORT = SIDECAR_PORT
+# The controller reads the sidecar by Pod IP, so it listens on every address, IPv4 and IPv6
+# ("" in --listen ":PORT"); the engine read stays on loopback whatever this says.
+DEFAULT_LISTEN_HOST = ""
+
+# Lingering after SIGTERM ends when the engine's listener refuses a connection, or after this
+# long. The default is the operator's default grace: a classic container gets SIGTERM at the
+# delete, while the engine may drain until G, and kubelet kills both at G anyway.
+DEFAULT_LINGER_MAX_S = DEFAULT_GRACE_S
+
+# One controller and a few peers read a replica; 64 leaves room for a storm of retries while
+# a connection flood cannot exhaust file descriptors. Excess connections get a 503 and close.
+MAX_CONNECTIONS = 64
+
+# The downward API gives these (fieldRef metadata.name, metadata.namespace, metadata.uid): Pod IPs
+# are reused, so an answer names the Pod it comes from.
+POD_NAME_ENV = "POD_NAME"
+POD_NAMESPACE_ENV = "POD_NAMESPACE"
+POD_UID_ENV = "POD_UID"
 
 
 EPILOG = f"""\
-default port: {constants.DEFAULT_LISTEN_PORT}, chosen to clash with nothing an engine binds in the shared
+default port: {DEFAULT_LISTEN_PORT}, chosen to clash with nothing an engine binds in the shared
   Pod network namespace (vLLM 8000, SGLang 30000 and up, 8080/9090, DCGM's 9400) and to sit below
   the ephemeral range where the engines' random internal ports land.
 
@@ -65,15 +91,15 @@ def sidecar_parser() -> Parser:
     )
     parser.add_argument("--version", action="version", version=f"drain-sidecar {__version__}")
     parser.add_argument("--listen", type=arg(parse_listen),
-                        default=(constants.DEFAULT_LISTEN_HOST, constants.DEFAULT_LISTEN_PORT),
+                        default=(DEFAULT_LISTEN_HOST, DEFAULT_LISTEN_PORT),
                         metavar="HOST:PORT",
-                        help=f"where to serve (default :{constants.DEFAULT_LISTEN_PORT}, every address)")
+                        help=f"where to serve (default :{DEFAULT_LISTEN_PORT}, every address)")
     parser.add_argument("--token-file", metavar="FILE",
                         help="require 'Authorization: Bearer <token>' on /v1/*, the token read from FILE "
                         "(re-read when it changes); without it /v1/* is open")
-    parser.add_argument("--pod-name", help=f"this Pod's name (default ${constants.POD_NAME_ENV})")
-    parser.add_argument("--pod-namespace", help=f"this Pod's namespace (default ${constants.POD_NAMESPACE_ENV})")
-    parser.add_argument("--pod-uid", help=f"this Pod's UID (default ${constants.POD_UID_ENV})")
+    parser.add_argument("--pod-name", help=f"this Pod's name (default ${POD_NAME_ENV})")
+    parser.add_argument("--pod-namespace", help=f"this Pod's namespace (default ${POD_NAMESPACE_ENV})")
+    parser.add_argument("--pod-uid", help=f"this Pod's UID (default ${POD_UID_ENV})")
     parser.add_argument("--configuration", metavar="TEXT",
                         help="what this replica was created from, the same on every member "
                         f"(default ${constants.MEMBER_CONFIGURATION_ENV})")
@@ -81,12 +107,12 @@ def sidecar_parser() -> Parser:
                         help=f"this member's index in its group (default ${LWS_WORKER_INDEX_ENV})")
     parser.add_argument("--group-size", metavar="N",
                         help=f"members in the replica (default ${LWS_GROUP_SIZE_ENV}, else 1)")
-    parser.add_argument("--linger-max", type=seconds_arg("--linger-max"), default=constants.DEFAULT_LINGER_MAX_S, metavar="SECONDS",
+    parser.add_argument("--linger-max", type=seconds_arg("--linger-max"), default=DEFAULT_LINGER_MAX_S, metavar="SECONDS",
                         help="after SIGTERM, keep serving until the engine refuses connections or this long "
                         f"passes; set it to the Pod's terminationGracePeriodSeconds "
-                        f"(default {constants.DEFAULT_LINGER_MAX_S:g})")
-    parser.add_argument("--max-connections", type=whole_number_arg("--max-connections", minimum=1), default=constants.MAX_CONNECTIONS, metavar="N",
-                        help=f"concurrent client connections; more get a 503 (default {constants.MAX_CONNECTIONS})")
+                        f"(default {DEFAULT_LINGER_MAX_S:g})")
+    parser.add_argument("--max-connections", type=whole_number_arg("--max-connections", minimum=1), default=MAX_CONNECTIONS, metavar="N",
+                        help=f"concurrent client connections; more get a 503 (default {MAX_CONNECTIONS})")
     parser.add_argument("--ready-file", metavar="FILE",
                         help="once listening, write HOST:PORT here (for scripts and tests; port 0 resolved)")
     parser.add_argument("--service-port", type=arg(lambda text: parse_port(text, what="--service-port")),
@@ -116,9 +142,9 @@ def resolve_config(args: argparse.Namespace, parser: argparse.ArgumentParser,
     # The engine's serving ports: the target's, and any other port it can be found on (its own --port).
     engine_ports = list(dict.fromkeys([read.target.port, *(alternate.port for alternate in read.alternates)]))
     pod = PodIdentity(
-        namespace=args.pod_namespace or env.get(constants.POD_NAMESPACE_ENV) or None,
-        name=args.pod_name or env.get(constants.POD_NAME_ENV) or None,
-        uid=args.pod_uid or env.get(constants.POD_UID_ENV) or None,
+        namespace=args.pod_namespace or env.get(POD_NAMESPACE_ENV) or None,
+        name=args.pod_name or env.get(POD_NAME_ENV) or None,
+        uid=args.pod_uid or env.get(POD_UID_ENV) or None,
     )
     return SidecarConfig(
         warnings=_unnamed_pod(pod),
@@ -141,9 +167,9 @@ def _unnamed_pod(pod: PodIdentity) -> tuple[str, ...]:
     """What a Pod that does not name itself costs: the retirement protocol trusts no answer that
     does not name its Pod (Pod IPs are reused), so every retirement of it holds wrong_pod."""
     missing = [f"{env} (--{flag})" for env, flag, value in (
-        (constants.POD_NAMESPACE_ENV, "pod-namespace", pod.namespace),
-        (constants.POD_NAME_ENV, "pod-name", pod.name),
-        (constants.POD_UID_ENV, "pod-uid", pod.uid)) if value is None]
+        (POD_NAMESPACE_ENV, "pod-namespace", pod.namespace),
+        (POD_NAME_ENV, "pod-name", pod.name),
+        (POD_UID_ENV, "pod-uid", pod.uid)) if value is None]
     if not missing:
         return ()
     return (f"this Pod is not named: {', '.join(missing)} not set (the downward API's metadata.namespace, "

@@ -12,7 +12,21 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from modeldrain.sidecar.constants import DRAIN_SHARE_OF_CONNECTIONS, MAX_DRAIN_CALLS_PER_SOURCE
+
+
+
+# GET /v1/drain needs no token (docs/sidecar-api.md, "Threat model"), so who may hold a drain call
+# is bounded per source address and in all. kubelet calls once per container whose preStop is the
+# httpGet (one in every manifest here), from its node's address, and may repeat a call (its
+# delivery is at-least-once): 4 per address leaves it room. A stranger past its address's share
+# gets 429 at once, and never takes the share of another address, kubelet's included.
+MAX_DRAIN_CALLS_PER_SOURCE = 4
+# Drain calls hold their connections while they wait, and a connection running a request is
+# never evicted at the cap (sidecar/site.py). So drain calls may hold at most this share of
+# --max-connections (48 of the default 64): the rest stay for the controller, the probes, and
+# the idle connections a newcomer evicts. With the defaults, turning kubelet's call away takes
+# 12 source addresses each holding 4 calls at once.
+DRAIN_SHARE_OF_CONNECTIONS = 0.75
 
 
 def drain_call_cap(max_connections: int) -> int:

@@ -50,7 +50,7 @@ MIN_IDLE_GAP_S = 1.0
 # the rounds' by the requests' latency jitter, and a gap of 0.99 s would cost a third read.
 ROUND_INTERVAL_S = 1.1
 
-# drain-sidecar answers /v1/work within 2 x its read timeout + 1.1 s (5.1 s at its defaults), or
+# drain-sidecar answers /v1/work within 5.1 s at its defaults (its work_answer_bound_s), or
 # with a 504; a client waits a little longer so the sidecar's own answer arrives first. No retry
 # within a round: a failed request holds the operation, and the next round is the retry.
 REQUEST_TIMEOUT_S = 6.0

@@ -19,7 +19,12 @@ from typing import Any, Callable, cast
 from aiohttp import web
 
 from modeldrain.sidecar import errors
-from modeldrain.sidecar.constants import OVERLOADED_DRAIN_S, SERVER_HEADER
+from modeldrain.sidecar.constants import SERVER_HEADER
+
+
+# A connection over the cap gets its 503, then this long to close its side before we close
+# ours: enough for a client to read the answer, short enough that a flood holds few sockets.
+OVERLOADED_DRAIN_S = 0.5
 
 _OVERLOADED_BODY = errors.error_body(errors.TOO_MANY_CONNECTIONS, "connection limit reached; retry shortly").encode()
 OVERLOADED_RESPONSE = (

@@ -13,9 +13,18 @@ from typing import NotRequired, TypedDict
 from modeldrain.hook.events import utc_timestamp
 from modeldrain.hook.outcome import ReadFields, read_fields
 from modeldrain.sidecar.command import EngineCommand
-from modeldrain.sidecar.constants import SCHEMA_VERSION
+
 from modeldrain.sidecar.member import Member, PodIdentity
 from modeldrain.sidecar.sampler import NumberedRead
+from modeldrain.hook.constants import SIDECAR_SCHEMA
+
+
+# Every response's `schema`: a client checks it before trusting the field layout. Bump the
+# version on any change a client could misread; adding an optional field is not one.
+# v2: the Pod named by namespace, name and UID; the engine's own command; the read's monotonic
+# start and its idle run; null listed in every nullable enum.
+# Named once in the shared core (hook/constants.py), since a worker's hook checks it too.
+SCHEMA_VERSION = SIDECAR_SCHEMA
 
 
 @dataclass(frozen=True)

@@ -142,3 +142,14 @@ def test_the_exit_code_table_is_the_enum():
 
     documented = [int(code) for code in first_column(REPO / "docs" / "prestop.md", "code")]
     assert sorted(documented) == sorted(int(code) for code in ExitCode)
+
+
+# --- the sidecar's answer bound -----------------------------------------------------------------
+
+
+def test_the_answer_bound_the_controller_doc_quotes_is_the_sidecars():
+    from modeldrain.hook.constants import READ_TIMEOUT_S
+    from modeldrain.sidecar.constants import work_answer_bound_s
+
+    quoted = f"answers within {work_answer_bound_s(READ_TIMEOUT_S):g} s at its defaults (`work_answer_bound_s`"
+    assert quoted in (REPO / "docs" / "controller.md").read_text()

@@ -33,7 +33,8 @@ from bench.reliability.cases import DRAINED, Canned, HostileCase, Stdio, Streame
 from bench.reliability.hostile import OVERRUN_TOLERANCE_S, TRACEBACK, responder  # noqa: E402
 from bench.reliability.meter import CONTROLLER_TIMEOUT_S, timed_get  # noqa: E402
 from emulation.raw_server import RawServer, canned  # noqa: E402
-from modeldrain.sidecar.constants import SHUTDOWN_TIMEOUT_S, TOKEN_FILE_WAIT_S  # noqa: E402
+from modeldrain.sidecar.app import TOKEN_FILE_WAIT_S  # noqa: E402
+from modeldrain.sidecar.cli import SHUTDOWN_TIMEOUT_S  # noqa: E402
 from tests.sidecar.sidecar_process import SidecarProcess  # noqa: E402
 
 # The /healthz that goes out while a hostile read runs, this long after the /v1/work.

@@ -9,7 +9,7 @@ import time
 import aiohttp
 
 from modeldrain.sidecar.app import WORK
-from modeldrain.sidecar.constants import SCHEMA_VERSION
+from modeldrain.sidecar.work_answer import SCHEMA_VERSION
 
 
 def parse_time(text: str) -> float:

@@ -7,7 +7,7 @@ import pytest
 
 from modeldrain.hook.exitcodes import ExitCode
 from modeldrain.sidecar.config import sidecar_parser, resolve_config
-from modeldrain.sidecar.constants import DEFAULT_LISTEN_PORT
+from modeldrain.sidecar.config import DEFAULT_LISTEN_PORT
 from modeldrain.sidecar.member import Member, PodIdentity
 
 

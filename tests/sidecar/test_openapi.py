@@ -16,7 +16,8 @@ from emulation.raw_server import RawServer, canned
 from modeldrain.hook.outcome import ReadOutcome
 from modeldrain.sidecar import app, errors
 from modeldrain.sidecar.command import CommandSource
-from modeldrain.sidecar.constants import DEFAULT_LISTEN_PORT, SCHEMA_VERSION
+from modeldrain.sidecar.config import DEFAULT_LISTEN_PORT
+from modeldrain.sidecar.work_answer import SCHEMA_VERSION
 from modeldrain.sidecar.sampler import Evidence
 from .contract import SCHEMAS, SPEC, SPEC_PATH, assert_error, assert_work, violations
 from .secret_volume import k8s_secret

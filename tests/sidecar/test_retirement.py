@@ -239,10 +239,11 @@ def test_an_engine_restarted_between_the_reads_holds_then_counts_again(tmp_path)
 def test_the_clients_constants_agree_with_the_sidecar_and_the_hook():
     # The client restates them to stay self-contained; here they are held to their one home.
     from modeldrain.hook.constants import POLL_INTERVAL_S, READ_TIMEOUT_S
-    from modeldrain.sidecar.constants import MIN_READ_INTERVAL_S, SCHEMA_VERSION, WORK_WAIT_SLACK_S
+    from modeldrain.sidecar.constants import work_answer_bound_s
+    from modeldrain.sidecar.work_answer import SCHEMA_VERSION
 
     assert retirement.SCHEMA == SCHEMA_VERSION
     assert retirement.MIN_IDLE_GAP_S == POLL_INTERVAL_S  # the hook's reads are 1 s apart too
-    sidecar_bound_s = 2 * READ_TIMEOUT_S + MIN_READ_INTERVAL_S + WORK_WAIT_SLACK_S  # sidecar/cli.py work_wait_s
+    sidecar_bound_s = work_answer_bound_s(READ_TIMEOUT_S)
     assert sidecar_bound_s < retirement.REQUEST_TIMEOUT_S < sidecar_bound_s + 2
     assert retirement.MIN_IDLE_GAP_S < retirement.ROUND_INTERVAL_S

@@ -5,7 +5,7 @@ import json
 from modeldrain.hook.gauges import EngineKind, Role
 from modeldrain.hook.outcome import Read, ReadOutcome, read_fields
 from modeldrain.sidecar.command import CommandSource, EngineCommand
-from modeldrain.sidecar.constants import SCHEMA_VERSION
+from modeldrain.sidecar.work_answer import SCHEMA_VERSION
 from modeldrain.sidecar.work_answer import Identity, work_answer
 from modeldrain.sidecar.sampler import Evidence, Incarnation
 from modeldrain.sidecar.member import Member, PodIdentity
