@@ -34,7 +34,7 @@ from modeldrain.sidecar.drain_job import DrainJobs
 from modeldrain.sidecar.config import SidecarConfig, sidecar_parser, resolve_config
 from modeldrain.sidecar.work_answer import Identity
 from modeldrain.sidecar.library_logs import route_library_logs
-from modeldrain.sidecar.lifecycle import Lifecycle
+from modeldrain.sidecar.lifecycle import Lifecycle, StopReason
 from modeldrain.sidecar.metrics import SidecarMetrics
 from modeldrain.sidecar.sampler import EngineSampler, NumberedRead
 from modeldrain.sidecar.site import LimitedTCPSite
@@ -72,89 +72,122 @@ def load_openapi() -> bytes:
 
 
 async def serve(config: SidecarConfig, log: EventLog) -> int:
-    metrics = SidecarMetrics()
-    metrics.watch_log(log)
-    sampler = EngineSampler(config.read, metrics, log, ConnectionWatch(config.proc_root, config.service_ports))
-    coalescer: Coalescer[NumberedRead] = Coalescer(sampler.sample, constants.MIN_READ_INTERVAL_S)
-    lifecycle = Lifecycle(coalescer, log, linger_max_s=config.linger_max_s,
-                          poll_interval_s=LINGER_POLL_INTERVAL_S)
-
-    async def fresh_read() -> Read:
-        return (await coalescer.fresh()).read
-
-    tokens = None
-    if config.token_file:
-        tokens = TokenFile(config.token_file, lambda message: log.warning("token_file_changed", message=message))
-    identity = Identity(
-        instance=uuid.uuid4().hex,
-        version=__version__,
-        started_at_unix=time.time(),
-        pod=config.pod,
-        member=config.member,
-    )
-    service = Service(
-        identity=identity,
-        coalescer=coalescer,
-        lifecycle=lifecycle,
-        metrics=metrics,
-        tokens=tokens,
-        drains=DrainJobs(config.read, log, fresh_read, DrainAdmission(drain_call_cap(config.max_connections))),
-        openapi_json=load_openapi(),
-        command=CommandWatch(config.stated, config.proc_root,
-                             rescan_interval_s=COMMAND_RESCAN_INTERVAL_S),
-        # The read in flight, the spacing, then this caller's own read.
-        work_wait_s=constants.work_answer_bound_s(config.read.read_timeout_s),
-        log=log,
-    )
-    # Used by the site's per-connection handlers (the runner's own factory is bypassed).
-    handler_kwargs: dict[str, Any] = dict(
-        access_log=None,  # a controller polling every second would drown the log
-        keepalive_timeout=KEEPALIVE_TIMEOUT_S,
-        max_line_size=MAX_REQUEST_LINE_BYTES,
-        max_field_size=MAX_HEADER_FIELD_BYTES,
-        max_headers=MAX_HEADERS,
-    )
-    # handler_cancellation: a drain call whose client went away stops, and gives its place back.
-    runner = web.AppRunner(make_app(service), handle_signals=False, shutdown_timeout=SHUTDOWN_TIMEOUT_S,
-                           handler_cancellation=True, **handler_kwargs)
-    await runner.setup()
-    site = LimitedTCPSite(runner, host=config.listen_host, port=config.listen_port,
-                          max_connections=config.max_connections, handler_kwargs=handler_kwargs,
-                          on_reject=lambda: metrics.observe_request(REJECTED_ROUTE, 503),
-                          on_evict=metrics.connections_evicted.inc,
-                          on_error=lambda status: metrics.observe_request(MALFORMED_ROUTE, status))
-    loop = asyncio.get_running_loop()
-    loop.set_exception_handler(lambda _loop, context: _log_loop_error(log, context))
-    loop.add_signal_handler(signal.SIGTERM, lifecycle.on_sigterm)
-    loop.add_signal_handler(signal.SIGINT, lifecycle.on_sigint)
-    loop.add_signal_handler(signal.SIGQUIT, lifecycle.on_sigint)  # Ctrl-\ at a terminal: stop now, too
+    """uvicorn's shape: startup builds the service and listens, main_loop waits for the lifecycle
+    to end, shutdown takes it apart in order."""
+    server = Server(config, log)
     try:
-        try:
-            await site.start()
-        except OSError as exc:  # the address is taken or not ours: say so plainly, no traceback
-            log.error("listen_failed", listen=f"{config.listen_host}:{config.listen_port}",
-                     error=str(exc))
+        if not await server.startup():
             return ExitCode.LISTEN_FAILED
-        addresses = site.addresses
-        log.emit("listening", addresses=[f"{h}:{p}" for h, p in addresses], target=config.read.target.url,
-                 target_source=config.read.target.source,
-                 engine_hint=config.read.hint.kind.value if config.read.hint.kind else None,
-                 pod=config.pod.name, namespace=config.pod.namespace, uid=config.pod.uid,
-                 worker_index=config.member.worker_index,
-                 group_size=config.member.group_size, auth="bearer" if tokens else "open",
-                 instance=identity.instance, service_ports=list(config.service_ports))
-        if config.ready_file:
-            _write_ready_file(config.ready_file, addresses[0])
-        reason = await lifecycle.wait()
-        log.emit("stopping", reason=reason.value, reads=coalescer.reads_started)
+        reason = await server.main_loop()
     finally:
-        loop.remove_signal_handler(signal.SIGTERM)
-        loop.remove_signal_handler(signal.SIGINT)
-        loop.remove_signal_handler(signal.SIGQUIT)
-        await runner.cleanup()
-        await coalescer.close()
+        await server.shutdown()
     log.emit("stopped", reason=reason.value)
     return ExitCode.OK
+
+
+class Server:
+    """The sidecar's collaborators, built once, and the three steps that run them."""
+
+    def __init__(self, config: SidecarConfig, log: EventLog):
+        self.config, self.log = config, log
+        self.metrics = SidecarMetrics()
+        self.metrics.watch_log(log)
+        sampler = EngineSampler(config.read, self.metrics, log,
+                                ConnectionWatch(config.proc_root, config.service_ports))
+        self.coalescer: Coalescer[NumberedRead] = Coalescer(sampler.sample, constants.MIN_READ_INTERVAL_S)
+        self.lifecycle = Lifecycle(self.coalescer, log, linger_max_s=config.linger_max_s,
+                                   poll_interval_s=LINGER_POLL_INTERVAL_S)
+        self.tokens = None
+        if config.token_file:
+            self.tokens = TokenFile(config.token_file,
+                                    lambda message: log.warning("token_file_changed", message=message))
+        self.identity = Identity(instance=uuid.uuid4().hex, version=__version__, started_at_unix=time.time(),
+                                 pod=config.pod, member=config.member)
+        self.runner: web.AppRunner | None = None
+        self.site: LimitedTCPSite | None = None
+        self._signals: tuple[signal.Signals, ...] = ()
+
+    def _service(self) -> Service:
+        config = self.config
+
+        async def fresh_read() -> Read:
+            return (await self.coalescer.fresh()).read
+
+        return Service(
+            identity=self.identity,
+            coalescer=self.coalescer,
+            lifecycle=self.lifecycle,
+            metrics=self.metrics,
+            tokens=self.tokens,
+            drains=DrainJobs(config.read, self.log, fresh_read,
+                             DrainAdmission(drain_call_cap(config.max_connections))),
+            openapi_json=load_openapi(),
+            command=CommandWatch(config.stated, config.proc_root, rescan_interval_s=COMMAND_RESCAN_INTERVAL_S),
+            work_wait_s=constants.work_answer_bound_s(config.read.read_timeout_s),
+            log=self.log,
+        )
+
+    async def startup(self) -> bool:
+        """Build the app, take the signals, listen. False (and logged) when the address cannot be had."""
+        config, metrics = self.config, self.metrics
+        # Used by the site's per-connection handlers (the runner's own factory is bypassed).
+        handler_kwargs: dict[str, Any] = dict(
+            access_log=None,  # a controller polling every second would drown the log
+            keepalive_timeout=KEEPALIVE_TIMEOUT_S,
+            max_line_size=MAX_REQUEST_LINE_BYTES,
+            max_field_size=MAX_HEADER_FIELD_BYTES,
+            max_headers=MAX_HEADERS,
+        )
+        # handler_cancellation: a drain call whose client went away stops, and gives its place back.
+        self.runner = web.AppRunner(make_app(self._service()), handle_signals=False,
+                                    shutdown_timeout=SHUTDOWN_TIMEOUT_S, handler_cancellation=True, **handler_kwargs)
+        await self.runner.setup()
+        self.site = LimitedTCPSite(self.runner, host=config.listen_host, port=config.listen_port,
+                                   max_connections=config.max_connections, handler_kwargs=handler_kwargs,
+                                   on_reject=lambda: metrics.observe_request(REJECTED_ROUTE, 503),
+                                   on_evict=metrics.connections_evicted.inc,
+                                   on_error=lambda status: metrics.observe_request(MALFORMED_ROUTE, status))
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(lambda _loop, context: _log_loop_error(self.log, context))
+        # SIGTERM lingers until the engine is gone; SIGINT and Ctrl-\'s SIGQUIT stop at once.
+        handlers = {signal.SIGTERM: self.lifecycle.on_sigterm, signal.SIGINT: self.lifecycle.on_sigint,
+                    signal.SIGQUIT: self.lifecycle.on_sigint}
+        for signum, handler in handlers.items():
+            loop.add_signal_handler(signum, handler)
+        self._signals = tuple(handlers)
+        try:
+            await self.site.start()
+        except OSError as exc:  # the address is taken or not ours: say so plainly, no traceback
+            self.log.error("listen_failed", listen=f"{config.listen_host}:{config.listen_port}", error=str(exc))
+            return False
+        addresses = self.site.addresses
+        self.log.emit("listening", addresses=[f"{h}:{p}" for h, p in addresses], target=config.read.target.url,
+                      target_source=config.read.target.source,
+                      engine_hint=config.read.hint.kind.value if config.read.hint.kind else None,
+                      pod=config.pod.name, namespace=config.pod.namespace, uid=config.pod.uid,
+                      worker_index=config.member.worker_index, group_size=config.member.group_size,
+                      auth="bearer" if self.tokens else "open", instance=self.identity.instance,
+                      service_ports=list(config.service_ports))
+        if config.ready_file:
+            _write_ready_file(config.ready_file, addresses[0])
+        return True
+
+    async def main_loop(self) -> StopReason:
+        """Serve until the lifecycle ends: the linger after SIGTERM, or SIGINT/SIGQUIT at once."""
+        reason = await self.lifecycle.wait()
+        self.log.emit("stopping", reason=reason.value, reads=self.coalescer.reads_started)
+        return reason
+
+    async def shutdown(self) -> None:
+        """In this order: give the signals back (a second SIGTERM now kills, as it should); close
+        the listener and let running requests finish within SHUTDOWN_TIMEOUT_S; then stop reading
+        the engine (a read still pending is cut rather than holding the Pod's deletion)."""
+        loop = asyncio.get_running_loop()
+        for signum in self._signals:
+            loop.remove_signal_handler(signum)
+        if self.runner is not None:
+            await self.runner.cleanup()
+        await self.coalescer.close()
 
 
 def _log_loop_error(log: EventLog, context: dict) -> None:
