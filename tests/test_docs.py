@@ -153,3 +153,14 @@ def test_the_answer_bound_the_controller_doc_quotes_is_the_sidecars():
 
     quoted = f"answers within {work_answer_bound_s(READ_TIMEOUT_S):g} s at its defaults (`work_answer_bound_s`"
     assert quoted in (REPO / "docs" / "controller.md").read_text()
+
+
+# --- the module maps ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("package", ["hook", "sidecar", "emulation"])
+def test_each_package_map_lists_exactly_its_modules(package):
+    listed = set(re.findall(r"`(\w+\.py)`", (REPO / package / "README.md").read_text()))
+    modules = {path.name for path in (REPO / package).glob("*.py") if path.name != "__init__.py"}
+    assert not modules - listed, f"{package}/README.md lacks {sorted(modules - listed)}"
+    assert not listed - modules, f"{package}/README.md lists modules that are gone: {sorted(listed - modules)}"
