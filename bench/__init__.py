@@ -9,6 +9,8 @@ Module map (bench/README.md has the longer one):
 - costs/: each executable's start-up, memory and size (prestop.py, sidecar.py, process.py,
   bundle_startup.py), a read's and a scrape's cost (reading.py, scrape.py), drain-sidecar under load
   (sidecar_load.py).
+- engines/: the real engines' request lifecycle (lifecycle.py; needs `make engines`): which signal
+  shows each phase of a request and how late (docs/engines.md's tables).
 - reliability/: hostile inputs, differential fuzzing, availability under attack and a soak
   (part.py runs them; cases.py, bodies.py the inputs; report.py the tables).
 """
