@@ -2,7 +2,7 @@
 that .ci/run runs (one vLLM and one SGLang deletion).
 
 The load is a router in miniature (emulation.load) sending completions to the real engine; it
-drops the replica 1.5 s after the delete, as a lagging router would.
+drops the replica 3 s after the delete, as a lagging router would (within the route wait).
 """
 
 from __future__ import annotations
@@ -19,10 +19,11 @@ from tests.e2e.prestop_run import PRESTOP
 pytestmark = pytest.mark.engines
 
 GRACE_S = 30
-ROUTE_LAG_S = 1.5
-# Requests of 4-9 s (at ~5 ms a token), eight at a time: each engine is busy at the delete and
-# past the route wait (5 s), so the hook's return follows the last request, not the route wait.
-DURATIONS = UniformDurations(4.0, 9.0)
+ROUTE_LAG_S = 3.0
+# Requests of 6-9 s (at ~5 ms a token; ~3.6 s at the 3 ms of a quiet machine), eight at a time,
+# the last sent 3 s after the delete: each engine is busy at the delete and past the route wait
+# (5 s), so the hook's return follows the last request, not the route wait.
+DURATIONS = UniformDurations(6.0, 9.0)
 CONCURRENCY = 8
 # Long enough for every worker to have a request running on the engine.
 WARM_LOAD_S = 3.0
