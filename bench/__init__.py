@@ -12,6 +12,8 @@ Module map (bench/README.md has the longer one):
 - fleet/: a role's rollout and scale-down of 100 and 1,000 replicas per preStop strategy, simulated
   (rollout.py) from a deletion model (deletion.py) drawn from the drain parts' measured timings
   (measured.py), set against real deletions (calibration.py) and a real roll of six (real_roll.py).
+- engines/: the real engines' request lifecycle (lifecycle.py; needs `make engines`): which signal
+  shows each phase of a request and how late (docs/engines.md's tables).
 - reliability/: hostile inputs, differential fuzzing, availability under attack and a soak
   (part.py runs them; cases.py, bodies.py the inputs; report.py the tables).
 """

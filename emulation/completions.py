@@ -39,18 +39,28 @@ def _completion(runtime: EngineRuntime, ticket: Ticket) -> dict:
     }
 
 
-async def _parse(request: web.Request) -> tuple[float, bool] | web.Response:
+def _seconds(body: dict, key: str, default: float) -> float | web.Response:
+    value = body.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        return _bad_request(f"{key} must be a finite number >= 0, got {value!r}")
+    return float(value)
+
+
+async def _parse(request: web.Request) -> tuple[float, float, bool] | web.Response:
     try:
         body = await request.json() if request.can_read_body else {}
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         return _bad_request(f"body is not JSON: {exc}")
     if not isinstance(body, dict):
         return _bad_request("body must be a JSON object")
-    duration_s = body.get("duration_s", constants.DEFAULT_REQUEST_DURATION_S)
-    if isinstance(duration_s, bool) or not isinstance(duration_s, (int, float)) \
-            or not math.isfinite(duration_s) or duration_s < 0:
-        return _bad_request(f"duration_s must be a finite number >= 0, got {duration_s!r}")
-    return float(duration_s), bool(body.get("stream", False))
+    duration_s = _seconds(body, "duration_s", constants.DEFAULT_REQUEST_DURATION_S)
+    # A structured-output request: this long compiling its grammar before it queues.
+    grammar_s = _seconds(body, "grammar_s", 0.0)
+    for value in (duration_s, grammar_s):
+        if isinstance(value, web.Response):
+            return value
+    assert isinstance(duration_s, float) and isinstance(grammar_s, float)
+    return duration_s, grammar_s, bool(body.get("stream", False))
 
 
 def _client_gone(scheduler: Scheduler, ticket: Ticket) -> None:
@@ -62,14 +72,14 @@ def make_completions_handler(runtime: EngineRuntime):
         parsed = await _parse(request)
         if isinstance(parsed, web.Response):
             return parsed
-        duration_s, stream = parsed
+        duration_s, grammar_s, stream = parsed
         if runtime.state is ServingState.STOPPING:
             return drop(request)  # a connection that slipped in as the listener closed
         if runtime.rejects_new_work:
             runtime.totals.rejected += 1
             return _server_error(constants.VLLM_DRAIN_REJECT_MESSAGE)
         scheduler = runtime.scheduler
-        ticket = scheduler.submit(duration_s)
+        ticket = scheduler.submit(duration_s, grammar_s)
         try:
             if stream:
                 return await _stream(request, runtime, ticket)

@@ -38,6 +38,7 @@ SGLANG_WORK_GAUGES = (
     "sglang:num_decode_transfer_queue_reqs",
     "sglang:num_decode_host_receive_queue_reqs",
     "sglang:num_decode_deferred_kv_release_reqs",
+    "sglang:num_grammar_queue_reqs",
 )
 WORK_GAUGES = {EngineKind.VLLM: VLLM_WORK_GAUGES, EngineKind.SGLANG: SGLANG_WORK_GAUGES}
 
@@ -67,6 +68,7 @@ VLLM_BINDINGS: Mapping[str, Getter] = {
 SGLANG_BINDINGS: Mapping[str, Getter] = {
     "sglang:num_running_reqs": _phase(Phase.RUNNING),
     "sglang:num_queue_reqs": _phase(Phase.WAITING),
+    "sglang:num_grammar_queue_reqs": _phase(Phase.GRAMMAR),
     SGLANG_BOOTSTRAP_GAUGE: _phase(Phase.PREFILL_BOOTSTRAP),
     SGLANG_LEGACY_BOOTSTRAP_GAUGE: _phase(Phase.PREFILL_BOOTSTRAP),
     "sglang:num_prefill_inflight_queue_reqs": _phase(Phase.PREFILL_INFLIGHT),

@@ -30,6 +30,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import aiohttp
 
@@ -77,6 +78,14 @@ SHORT_REQUESTS = UniformDurations(0.5, 3.0)
 MIXED_REQUESTS = MixedDurations(((0.8, 0.5, 3.0), (0.2, 3.0, 20.0)))
 
 Durations = UniformDurations | MixedDurations
+
+# What one request sends: (duration_s, stream) -> JSON body. The emulator's own body asks for a
+# duration; a real engine is asked for tokens instead (engines/servers.py's completion_body).
+RequestBody = Callable[[float, bool], dict]
+
+
+def emulator_body(duration_s: float, stream: bool) -> dict:
+    return {"duration_s": duration_s, "stream": stream}
 
 
 @dataclass(frozen=True)
@@ -141,11 +150,12 @@ class LoadGenerator:
     def __init__(self, base_url: str, *, rate_per_s: float | None = None, concurrency: int | None = None,
                  durations: Durations = SHORT_REQUESTS, seed: int = 0, stream: bool = False,
                  ca_file: Path | None = None, request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
-                 max_requests: int | None = None):
+                 max_requests: int | None = None, request_body: RequestBody = emulator_body):
         """Poisson arrivals at `rate_per_s`, or `concurrency` requests always outstanding (one of them).
 
         `ca_file` verifies an https engine; without it an https engine is not verified (loopback).
-        `max_requests` stops sending after that many.
+        `max_requests` stops sending after that many. `request_body` builds each request's JSON
+        (the emulator's by default).
         """
         if (rate_per_s is None) == (concurrency is None):
             raise ValueError("give exactly one of rate_per_s and concurrency")
@@ -163,6 +173,7 @@ class LoadGenerator:
         self._tls = self._tls_context(base_url, ca_file)
         self._timeout = aiohttp.ClientTimeout(total=request_timeout_s)
         self._max_requests = max_requests
+        self._request_body = request_body
         self._lock = threading.Lock()
         self._records: list[RequestRecord] = []
         self._in_flight = 0
@@ -295,7 +306,7 @@ class LoadGenerator:
                         duration_s: float) -> tuple[RequestOutcome, int | None, str]:
         status: int | None = None
         try:
-            async with session.post(self._url, json={"duration_s": duration_s, "stream": self._stream}) as response:
+            async with session.post(self._url, json=self._request_body(duration_s, self._stream)) as response:
                 status = response.status
                 body = await response.read()
         except aiohttp.ClientConnectorError as exc:

@@ -22,6 +22,9 @@ class Phase(enum.Enum):
     PREFILL_BOOTSTRAP = "prefill_bootstrap"  # SGLang prefill: waiting for the decoder's handshake
     DECODE_PREALLOC = "decode_prealloc"  # SGLang decode: waiting to allocate KV
     DECODE_TRANSFER = "decode_transfer"  # SGLang decode: receiving KV
+    # SGLang: a structured-output request waiting for its grammar, in the grammar manager and not
+    # in waiting_queue (num_grammar_queue_reqs). vLLM compiles in its engine core, counted as waiting.
+    GRAMMAR = "grammar"
     WAITING = "waiting"  # waiting for a slot (vLLM waiting, SGLang queue)
     RUNNING = "running"  # in the batch
     PREFILL_INFLIGHT = "prefill_inflight"  # SGLang prefill: KV still going to the decoder
@@ -118,6 +121,7 @@ class Ticket:
         self.phase: Phase | None = None
         self.task: asyncio.Task | None = None
         self.run_started: asyncio.Event = asyncio.Event()
+        self.grammar_s = 0.0
 
 
 class Scheduler:
@@ -127,6 +131,7 @@ class Scheduler:
                  on_outcome: Callable[[Outcome], None]):
         self._on_outcome = on_outcome
         self._plan = LIFE_PLANS[role] if kind is EngineKind.SGLANG else UNIFIED_PLAN
+        self._grammar_phase = Phase.GRAMMAR if kind is EngineKind.SGLANG else Phase.WAITING
         self._ranks = [RankState() for _ in range(dp)]
         self._slots = [asyncio.Semaphore(max_running) for _ in range(dp)]
         self._tickets: dict[int, Ticket] = {}
@@ -136,9 +141,11 @@ class Scheduler:
 
     # --- admission and life ---------------------------------------------------------------------
 
-    def submit(self, duration_s: float) -> Ticket:
+    def submit(self, duration_s: float, grammar_s: float = 0.0) -> Ticket:
+        """`grammar_s`: a structured-output request's grammar compilation before it queues."""
         rank = min(range(len(self._ranks)), key=lambda r: self._ranks[r].in_flight)
         ticket = Ticket(next(self._ids), duration_s, rank, asyncio.get_running_loop())
+        ticket.grammar_s = grammar_s
         self._tickets[ticket.request_id] = ticket
         self._ranks[rank].received += 1
         self._idle.clear()
@@ -152,6 +159,9 @@ class Scheduler:
             for phase, share in self._plan.before_slot:
                 self._enter(ticket, phase)
                 await asyncio.sleep(ticket.duration_s * share)
+            if ticket.grammar_s > 0:
+                self._enter(ticket, self._grammar_phase)
+                await asyncio.sleep(ticket.grammar_s)
             self._enter(ticket, Phase.WAITING)
             queued_at = time.monotonic()
             async with self._slots[ticket.rank]:

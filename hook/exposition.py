@@ -167,7 +167,7 @@ def measure(exposition: Exposition, gauges: GaugeSet) -> Measure:
     sums: dict[str, float] = {}
     missing: list[str] = []
     invalid: list[str] = []
-    required = {gauge.name for gauge in gauges.gauges}
+    required = {gauge.name for gauge in gauges.required}
     for gauge in _gauges_of_kind(gauges):
         values = [v for n in gauge.names for v in exposition.series.get(n, ())]
         if not values:

@@ -1,7 +1,8 @@
 """Which gauges count as work in flight: the one definition the hook and the sidecar share.
 
 A replica is idle when every series of every gauge of its engine's set sums to zero, and a
-read is complete only when each gauge of the set is present. Series differ by `engine`,
+read is complete only when each required gauge of the set is present (an optional gauge, one
+that older releases do not export, is summed when present and never makes a read incomplete). Series differ by `engine`,
 `model_name`, `tp_rank`, `dp_rank`... and are all summed.
 """
 
@@ -30,9 +31,14 @@ class Role(enum.Enum):
 
 @dataclass(frozen=True)
 class WorkGauge:
-    """One gauge of the envelope. Any of `names` satisfies it (a gauge renamed across releases)."""
+    """One gauge of the envelope. Any of `names` satisfies it (a gauge renamed across releases).
+
+    `optional`: counted when present, but its absence leaves the read complete: a gauge that the
+    engine's older releases do not export, whose work those releases count elsewhere or not at all.
+    """
 
     names: tuple[str, ...]
+    optional: bool = False
 
     @property
     def name(self) -> str:
@@ -49,6 +55,11 @@ class GaugeSet:
     def metric_names(self) -> frozenset[str]:
         return frozenset(n for g in self.gauges for n in g.names)
 
+    @property
+    def required(self) -> tuple[WorkGauge, ...]:
+        """The gauges a complete read must have."""
+        return tuple(g for g in self.gauges if not g.optional)
+
 
 def _gauges(*names: str | tuple[str, ...]) -> tuple[WorkGauge, ...]:
     return tuple(WorkGauge(n if isinstance(n, tuple) else (n,)) for n in names)
@@ -57,7 +68,13 @@ def _gauges(*names: str | tuple[str, ...]) -> tuple[WorkGauge, ...]:
 # vLLM: not vllm:num_requests_waiting_by_reason, which repeats waiting split by reason.
 VLLM_GAUGES = _gauges("vllm:num_requests_running", "vllm:num_requests_waiting")
 
-SGLANG_GAUGES = _gauges("sglang:num_running_reqs", "sglang:num_queue_reqs")
+# SGLang's structured-output requests wait for their grammar in the grammar manager, outside
+# waiting_queue (num_queue_reqs): measured on SGLang 0.5.23, num_grammar_queue_reqs held them
+# (docs/engines.md). Optional: releases that predate it (or servers without a grammar backend)
+# do not export it.
+SGLANG_GRAMMAR_QUEUE = WorkGauge(("sglang:num_grammar_queue_reqs",), optional=True)
+
+SGLANG_GAUGES = _gauges("sglang:num_running_reqs", "sglang:num_queue_reqs") + (SGLANG_GRAMMAR_QUEUE,)
 
 # SGLang releases before May 2026 name the bootstrap queue "prealloc"; either satisfies it.
 SGLANG_PREFILL_GAUGES = SGLANG_GAUGES + _gauges(

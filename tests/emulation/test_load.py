@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 from prometheus_client.parser import text_string_to_metric_families as parse_text
@@ -84,3 +85,33 @@ def test_refused_when_nothing_listens():
         url = engine.base_url
     tally = LoadGenerator(url, concurrency=1, max_requests=2).start().wait(timeout_s=10)
     assert tally.refused == 2 and {r.outcome for r in tally.records} == {RequestOutcome.REFUSED}
+
+
+def _one_structured_request(engine: EngineProcess, grammar_s: float, duration_s: float) -> threading.Thread:
+    thread = threading.Thread(target=engine.request, args=("POST", "/v1/completions",
+                                                           {"duration_s": duration_s, "grammar_s": grammar_s}),
+                              kwargs={"timeout_s": 30}, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_sglang_shows_a_request_waiting_for_its_grammar_in_the_grammar_queue_only():
+    # As the real SGLang 0.5.23 does (docs/engines.md, "structured"): the grammar manager holds it,
+    # outside waiting_queue, until its grammar is compiled.
+    with EngineProcess("--kind", "sglang") as engine:
+        names = ("sglang:num_grammar_queue_reqs", "sglang:num_queue_reqs", "sglang:num_running_reqs")
+        thread = _one_structured_request(engine, grammar_s=1.5, duration_s=1.0)
+        time.sleep(0.5)
+        assert gauges(engine, *names) == {names[0]: 1.0, names[1]: 0.0, names[2]: 0.0}
+        time.sleep(1.5)
+        assert gauges(engine, *names) == {names[0]: 0.0, names[1]: 0.0, names[2]: 1.0}
+        thread.join(10)
+
+
+def test_vllm_counts_a_request_compiling_its_grammar_as_waiting():
+    with EngineProcess("--kind", "vllm") as engine:
+        names = ("vllm:num_requests_waiting", "vllm:num_requests_running")
+        thread = _one_structured_request(engine, grammar_s=1.5, duration_s=0.5)
+        time.sleep(0.5)
+        assert gauges(engine, *names) == {names[0]: 1.0, names[1]: 0.0}
+        thread.join(10)

@@ -89,7 +89,7 @@ class Verdict:
 def oracle_verdict(series: dict[str, tuple[float, ...]], kind: EngineKind, role: Role) -> Verdict:
     """The role's gauges must all be present; every other gauge of the engine counts when present."""
     total = 0.0
-    required = {g.name for g in gauge_set(kind, role).gauges}
+    required = {g.name for g in gauge_set(kind, role).required}
     seen = set()
     status = None
     for gauges in [gauge_set(kind, role), *gauge_sets_of(kind)]:

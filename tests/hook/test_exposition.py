@@ -60,6 +60,19 @@ def test_decode_that_served_nothing_is_an_incomplete_envelope(fixtures_dir):
     }
 
 
+def test_requests_waiting_for_their_grammar_are_work_and_an_older_sglang_without_the_gauge_is_complete():
+    # SGLang 0.5.23 keeps structured-output requests whose grammar is compiling outside
+    # num_queue_reqs (measured: docs/engines.md, "structured"); older releases export no such gauge.
+    waiting_for_grammar = (b'sglang:num_running_reqs{engine_type="unified"} 0\n'
+                           b'sglang:num_queue_reqs{engine_type="unified"} 0\n'
+                           b'sglang:num_grammar_queue_reqs{engine_type="unified"} 3\n')
+    m = measure(parse(waiting_for_grammar), gauge_set(EngineKind.SGLANG))
+    assert m.in_flight == 3 and not m.missing
+    older = b'sglang:num_running_reqs{engine_type="unified"} 0\nsglang:num_queue_reqs{engine_type="unified"} 0\n'
+    m = measure(parse(older), gauge_set(EngineKind.SGLANG))
+    assert m.in_flight == 0 and not m.missing
+
+
 def test_every_series_is_summed_across_dp_engines():
     body = b"""# TYPE vllm:num_requests_running gauge
 vllm:num_requests_running{engine="0",model_name="m"} 2.0

@@ -25,8 +25,21 @@ def test_vllm_counts_running_and_waiting_but_not_waiting_by_reason():
     (Role.DECODE, {"sglang:num_decode_prealloc_queue_reqs", "sglang:num_decode_transfer_queue_reqs"}),
 ])
 def test_sglang_roles_add_their_queues(role, extra):
-    names = {g.name for g in gauge_set(EngineKind.SGLANG, role).gauges}
-    assert names == {"sglang:num_running_reqs", "sglang:num_queue_reqs"} | extra
+    gauges = gauge_set(EngineKind.SGLANG, role)
+    assert {g.name for g in gauges.required} == {"sglang:num_running_reqs", "sglang:num_queue_reqs"} | extra
+    # The grammar queue holds structured-output requests outside num_queue_reqs: read by every role,
+    # required by none (SGLang releases before it, and a decode server before its first stats tick,
+    # do not export it).
+    assert {g.name for g in gauges.gauges if g.optional} == {"sglang:num_grammar_queue_reqs"}
+
+
+def test_the_gauges_that_hold_no_request_of_their_own_are_not_read():
+    # num_decode_host_receive_queue_reqs is a subset of the transfer queue (counted twice if read);
+    # num_paused_reqs and num_retracted_reqs count events per stats tick, not queues;
+    # num_decode_deferred_kv_release_reqs are aborted transfers whose client already has its answer.
+    for name in ("sglang:num_decode_host_receive_queue_reqs", "sglang:num_paused_reqs",
+                 "sglang:num_retracted_reqs", "sglang:num_decode_deferred_kv_release_reqs"):
+        assert name not in ALL_WORK_METRIC_NAMES
 
 
 def test_the_renamed_prefill_gauge_is_one_gauge_with_two_names():

@@ -44,7 +44,7 @@ NOT_KNOWN = EngineCommand(CommandSource.NONE, None, ())
 
 
 def _read(outcome: str, started_at: float, kind: EngineKind, role: Role, in_flight: int) -> Read:
-    names = [g.name for g in gauge_set(kind, role).gauges]
+    names = [g.name for g in gauge_set(kind, role).required]
     common: dict[str, Any] = dict(started_at=started_at, duration_s=0.009, kind=kind, role=gauge_set(kind, role).role)
     if outcome == "idle":
         return Read(ReadOutcome.IDLE, detail="every work gauge reads zero", gauges={n: 0.0 for n in names},

@@ -1,0 +1,68 @@
+"""Real replicas deleted under load through the kubelet emulation, with the real prestop: the smoke
+that .ci/run runs (one vLLM and one SGLang deletion).
+
+The load is a router in miniature (emulation.load) sending completions to the real engine; it
+drops the replica 3 s after the delete, as a lagging router would (within the route wait).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from emulation.kubelet import delete_pod
+from emulation.load import LoadGenerator, UniformDurations
+from engines.servers import completion_body, proc_root_of
+from tests.e2e.prestop_run import PRESTOP
+
+pytestmark = pytest.mark.engines
+
+GRACE_S = 30
+ROUTE_LAG_S = 3.0
+# Requests of 6-9 s (at ~5 ms a token; ~3.6 s at the 3 ms of a quiet machine), eight at a time,
+# the last sent 3 s after the delete: each engine is busy at the delete and past the route wait
+# (5 s), so the hook's return follows the last request, not the route wait.
+DURATIONS = UniformDurations(6.0, 9.0)
+CONCURRENCY = 8
+# Long enough for every worker to have a request running on the engine.
+WARM_LOAD_S = 3.0
+# The hook reads every 0.25 s while busy and needs two idle reads >= 1 s apart: it returns ~1.2 s
+# after the last request (measured 1.21-1.24 s on a quiet machine); the slack is for a loaded one.
+RETURN_AFTER_LAST_REQUEST_MAX_S = 3.5
+# prestop's default wait before its first read.
+ROUTE_WAIT_S = 5.0
+
+
+def hook_argv(engine) -> list[str]:
+    return [PRESTOP, "--grace", str(GRACE_S), "--port", str(engine.port), "--proc-root", proc_root_of(engine),
+            "--quiet"]
+
+
+def delete_under_load(engine):
+    load = LoadGenerator(engine.base_url, concurrency=CONCURRENCY, durations=DURATIONS, seed=7,
+                         request_body=completion_body(engine.kind)).start()
+    time.sleep(WARM_LOAD_S)
+    return delete_pod(engine.process, hook_argv(engine), GRACE_S, load=load, route_drop_after_s=ROUTE_LAG_S)
+
+
+def describe(report) -> str:
+    return f"{report.load.summary()}; hook exit {report.hook_exit_code}, stderr:\n{report.hook_stderr[-3000:]}"
+
+
+def test_a_real_vllm_deleted_under_load_cuts_nothing_and_the_hook_returns_soon_after_the_last_request(vllm):
+    report = delete_under_load(vllm)
+    assert report.hook_exit_code == 0 and not report.hook_abandoned, describe(report)
+    assert report.cut == 0 and report.rejected == 0 and report.refused == 0 and report.load.other == 0, describe(report)
+    assert report.completed >= CONCURRENCY, describe(report)
+    last_done = report.relative(report.load.last_finished_at)
+    assert last_done > ROUTE_WAIT_S, f"the load ended before the first read: nothing measured; {describe(report)}"
+    assert last_done <= report.sigterm_at <= last_done + RETURN_AFTER_LAST_REQUEST_MAX_S, describe(report)
+    assert report.sigkill_at is None, describe(report)
+
+
+def test_a_real_sglang_deleted_under_load_serves_every_request(sglang):
+    report = delete_under_load(sglang)
+    assert report.hook_exit_code == 0 and not report.hook_abandoned, describe(report)
+    assert report.load.in_flight == 0 and report.completed == report.load.sent >= CONCURRENCY, describe(report)
+    assert report.sigkill_at is None and report.engine_exit_code == 0, describe(report)
