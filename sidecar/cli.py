@@ -93,7 +93,7 @@ class Server:
         self.metrics = SidecarMetrics()
         self.metrics.watch_log(log)
         sampler = EngineSampler(config.read, self.metrics, log,
-                                ConnectionWatch(config.proc_root, config.service_ports))
+                                ConnectionWatch(config.net_root, config.service_ports))
         self.coalescer: Coalescer[NumberedRead] = Coalescer(sampler.sample, constants.MIN_READ_INTERVAL_S)
         self.lifecycle = Lifecycle(self.coalescer, log, linger_max_s=config.linger_max_s,
                                    poll_interval_s=LINGER_POLL_INTERVAL_S)

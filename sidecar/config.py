@@ -73,7 +73,8 @@ class SidecarConfig:
     pod: PodIdentity
     member: Member
     stated: EngineHint  # what the sidecar's own --engine / --disaggregation-mode say (sidecar/command.py)
-    proc_root: str  # where the engine's argv, the socket tables and the Pod's addresses are read
+    proc_root: str  # where the engine's argv is read (the process table)
+    net_root: str  # where the socket tables and the Pod's addresses are read (this namespace's /proc)
     service_ports: tuple[int, ...]  # where outside connections are counted (sidecar/connections.py)
     linger_max_s: float
     max_connections: int
@@ -120,6 +121,10 @@ def sidecar_parser() -> Parser:
                         help="count connections from outside the Pod on this port, the one the Service targets "
                         "(repeatable; default: the engine's port). A Pod whose Service targets a routing proxy "
                         "names the proxy's port")
+    # Where the kernel's socket tables and the Pod's addresses are read (net/tcp, net/fib_trie...):
+    # the real /proc of this network namespace. Apart from --proc-root (the process table, which
+    # tests empty so that no test reads another's engine): a test that feeds hostile tables says so.
+    parser.add_argument("--net-root", default="/proc", help=argparse.SUPPRESS)
     add_target_flags(parser)
     return parser
 
@@ -156,6 +161,7 @@ def resolve_config(args: argparse.Namespace, parser: argparse.ArgumentParser,
         member=member,
         stated=EngineHint(kind=args.engine, role=args.role, source="flag"),
         proc_root=args.proc_root,
+        net_root=args.net_root,
         service_ports=tuple(sorted(set(args.service_port or engine_ports))),
         linger_max_s=args.linger_max,
         max_connections=args.max_connections,

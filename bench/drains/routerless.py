@@ -6,7 +6,7 @@ by a link-local-only veth pair (tests/e2e/link_local.py). The client sends reque
 connections, then stops: that instant is the endpoint's removal (the client has no more reason to
 send). The controller runs `retirement.retire(router=False)`; at its decision the engine is stopped,
 and a request the client started but had no answer to counts as cut. "Before" is the same with a sidecar that
-cannot count connections (an empty --proc-root: no evidence, as without this release). Also the
+cannot count connections (an empty --net-root: no evidence, as without this release). Also the
 connection scan's own cost with thousands of sockets in one namespace. Root.
 
     sudo .venv/bin/python -m bench.drains.routerless   # merges "routerless" into bench/results.json
@@ -66,7 +66,7 @@ def _one(counting: bool) -> dict:
         port = pair.in_pod(free_port)
         engine = pair.in_pod(lambda: EngineProcess("--kind", "vllm", "--host", "::", "--port", str(port),
                                                    die_with_parent=False).start())
-        extra = () if counting else ("--proc-root", empty)
+        extra = () if counting else ("--net-root", empty)
         sidecar = pair.in_pod(lambda: SidecarProcess("--port", str(port), "--engine", "vllm", *extra,
                                                      env=POD_ENV).start())
         try:

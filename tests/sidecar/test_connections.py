@@ -223,7 +223,7 @@ def test_every_answer_carries_the_count_within_the_contract(vllm_engine, tmp_pat
     assert vllm_engine.port in first["ports"] and first["established"] == 0, first
     assert second["connections"]["free_since_seq"] == first["free_since_seq"] <= second["read"]["seq"] - 1
     with SidecarProcess("--port", str(vllm_engine.port), "--engine", "vllm", "--service-port", "9443",
-                        "--service-port", "8080", "--proc-root", str(tmp_path)) as s:
+                        "--service-port", "8080", "--net-root", str(tmp_path)) as s:
         unknown = assert_work(s.work())["connections"]
     assert unknown["ports"] == [8080, 9443]
     assert unknown["established"] is None and unknown["free_since_seq"] is None
