@@ -1,12 +1,18 @@
 """`make images PLATFORMS=linux/amd64,linux/arm64`: one OCI image index per image, holding an
-image for each architecture under the one name deploy/'s manifests use, that podman loads and
-runs on either (the arm64 one under qemu, through binfmt_misc)."""
+image for each architecture under the one name deploy/'s manifests use. podman takes either
+architecture's image from the archive under that name, and a registry the index is pushed to
+serves each architecture its own, as a node's pull sees it (the arm64 one runs here under
+qemu, through binfmt_misc)."""
 
 from __future__ import annotations
 
 import json
+import shutil
+import socket
 import subprocess
 import tarfile
+import time
+from pathlib import Path
 from typing import Iterator
 
 import pytest
@@ -28,9 +34,14 @@ IMAGES = {
                       f"drain-sidecar {__version__}"),
 }
 INDEX_MEDIA_TYPE = "application/vnd.oci.image.index.v1+json"
+ARCHES = {"amd64": "x86_64", "arm64": "aarch64"}  # the platform's architecture -> uname -m inside
 STORE = "multiarch"
 CONTAINERS_SH = REPO / "build" / "containers.sh"
 SETUP_TIMEOUT_S = 300
+# The registry side, from Debian: skopeo pushes the whole index (podman 4.3 cannot), and
+# docker-registry (the CNCF distribution registry) serves it on loopback.
+REGISTRY_PACKAGES = {"skopeo": "skopeo", "docker-registry": "docker-registry"}  # command -> package
+REGISTRY_START_TIMEOUT_S = 30
 
 
 @pytest.fixture(scope="module")
@@ -81,16 +92,79 @@ def test_the_archive_is_one_index_of_both_architectures(archives, program):
     assert platforms == {"amd64": ("linux", "amd64"), "arm64": ("linux", "arm64")}
 
 
-@pytest.mark.parametrize("program", IMAGES)
-def test_podman_loads_the_index_and_runs_each_architecture(podman, program):
-    image, archive, prints = IMAGES[program]
-    podman.run("load", "--quiet", "--input", str(archive), timeout_s=120)
-    listed = json.loads(podman.output("manifest", "inspect", image))
-    assert {m["platform"]["architecture"] for m in listed["manifests"]} == {"amd64", "arm64"}
+def assert_runs_as(podman: Podman, program: str, image: str, arch: str) -> None:
+    """The image podman holds under `image` for `arch` is that architecture's executable."""
+    _, _, prints = IMAGES[program]
     args = ["version"] if program == "prestop" else ["--version"]
-    for arch, machine in (("amd64", "x86_64"), ("arm64", "aarch64")):
-        done = podman.run("run", "--rm", "--pull", "never", "--platform", f"linux/{arch}", image, *args,
-                          timeout_s=120)
-        assert done.stdout.startswith(prints), done.stdout + done.stderr
-        if program == "prestop":  # its version names the machine that built it
-            assert f"on {machine};" in done.stdout, done.stdout
+    inspected = json.loads(podman.output("image", "inspect", image))[0]
+    assert inspected["Architecture"] == arch
+    done = podman.run("run", "--rm", "--pull", "never", "--arch", arch, image, *args, timeout_s=120)
+    assert done.stdout.startswith(prints), done.stdout + done.stderr
+    if program == "prestop":  # its version names the machine that built it
+        assert f"on {ARCHES[arch]};" in done.stdout, done.stdout
+
+
+@pytest.mark.parametrize("program", IMAGES)
+def test_podman_takes_each_architectures_image_from_the_archive(podman, program):
+    """podman 4.3 keeps no index in its store: `podman load` takes this machine's image, and
+    `podman pull --arch` another's, each under the image's one name."""
+    image, archive, _ = IMAGES[program]
+    podman.run("load", "--quiet", "--input", str(archive), timeout_s=120)
+    assert_runs_as(podman, program, image, "amd64")
+    podman.run("pull", "--quiet", "--arch", "arm64", f"oci-archive:{archive}", timeout_s=120)
+    assert_runs_as(podman, program, image, "arm64")
+
+
+def ensure_registry_tools() -> None:
+    missing = [package for command, package in REGISTRY_PACKAGES.items() if shutil.which(command) is None]
+    if not missing:
+        return
+    environment.require_root(f"apt-get install {' '.join(missing)}")
+    done = subprocess.run(["apt-get", "-o", "DPkg::Lock::Timeout=600", "install", "-y", "-q",
+                           "--no-install-recommends", *missing], capture_output=True, text=True, timeout=600,
+                          env={"DEBIAN_FRONTEND": "noninteractive", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory) -> Iterator[str]:
+    """A registry on loopback, storing in a temporary folder: its host:port."""
+    ensure_registry_tools()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    folder: Path = tmp_path_factory.mktemp("registry")
+    config = folder / "config.yml"
+    config.write_text(f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {folder / 'data'}\n"
+                      f"http:\n  addr: 127.0.0.1:{port}\n")
+    server = subprocess.Popen(["docker-registry", "serve", str(config)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        deadline_at = time.monotonic() + REGISTRY_START_TIMEOUT_S
+        while True:
+            assert server.poll() is None, "docker-registry exited"
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline_at, "docker-registry not listening in time"
+                time.sleep(0.1)
+        yield f"127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+@pytest.mark.parametrize("program", IMAGES)
+def test_a_registry_serves_each_architecture_its_own_image_under_one_name(podman, registry, program):
+    image, archive, _ = IMAGES[program]
+    remote = f"{registry}/{image}"
+    subprocess.run(["skopeo", "copy", "--quiet", "--all", "--dest-tls-verify=false", f"oci-archive:{archive}",
+                    f"docker://{remote}"], check=True, capture_output=True, timeout=120)
+    raw = json.loads(subprocess.run(["skopeo", "inspect", "--raw", "--tls-verify=false", f"docker://{remote}"],
+                                    check=True, capture_output=True, text=True, timeout=60).stdout)
+    assert raw["mediaType"] == INDEX_MEDIA_TYPE
+    assert {m["platform"]["architecture"] for m in raw["manifests"]} == set(ARCHES)
+    for arch in ARCHES:  # as a node of each architecture pulls the one name
+        podman.run("pull", "--quiet", "--tls-verify=false", "--arch", arch, remote, timeout_s=120)
+        assert_runs_as(podman, program, remote, arch)
