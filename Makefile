@@ -24,9 +24,11 @@ PYTEST_WORKERS ?= 3
 test: lint typecheck
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS)
 
-# The arm64 executables under qemu: the bundle tests marked arm64, which `make test` deselects
-# (tests/conftest.py's --arm64). Builds them first when missing (docs/build.md: the time it takes).
+# The arm64 executables under qemu: the tests marked arm64, which `make test` deselects
+# (tests/conftest.py's --arm64). Builds first, outside any test's timeout: the arm64 root when
+# missing, both architectures' executables and the image indexes (docs/build.md: how long).
 test-arm64: venv
+	$(MAKE) bundle images PLATFORMS=linux/amd64,linux/arm64
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --arm64 -m arm64
 
 # ruff, configured in pyproject.toml: unused imports and names, undefined names, syntax errors.

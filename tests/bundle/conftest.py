@@ -62,7 +62,8 @@ class Build:
 
 AMD64 = Build("amd64", "x86_64", REPO / "dist", REPO / "build" / "out", elf_machine=62,
               loader=b"ld-linux-x86-64.so", libc_dir="usr/lib/x86_64-linux-gnu", start_allowance_s=2, slowdown=1)
-# qemu-aarch64 started prestop in ~4 s and drain-sidecar in ~6 s on this 2-core machine under load.
+# Emulated start-up (docs/build.md): `prestop version` 1.3 s median, 3.3 s at load 10-14;
+# `drain-sidecar --version` 4.8 s median, 6.0 s at most, on 2 cores: 15 s leaves room for a load.
 ARM64 = Build("arm64", "aarch64", REPO / "dist" / "linux-arm64", REPO / "build" / "out" / "linux-arm64", elf_machine=183,
               loader=b"ld-linux-aarch64.so", libc_dir="usr/lib/aarch64-linux-gnu", start_allowance_s=15, slowdown=5)
 
