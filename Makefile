@@ -3,7 +3,8 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: venv demo test typecheck lint fuzz bundle images bench clean engines test-engines engines-smoke
+.PHONY: venv demo test test-arm64 typecheck lint fuzz bundle images bench clean clean-arm64 FORCE \
+	engines test-engines engines-smoke
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +24,13 @@ PYTEST_WORKERS ?= 3
 
 test: lint typecheck
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS)
+
+# The arm64 executables under qemu: the tests marked arm64, which `make test` deselects
+# (tests/conftest.py's --arm64). Builds first, outside any test's timeout: the arm64 root when
+# missing, both architectures' executables and the image indexes (docs/build.md: how long).
+test-arm64: venv
+	$(MAKE) bundle images PLATFORMS=linux/amd64,linux/arm64
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --arm64 -m arm64
 
 # ruff, configured in pyproject.toml: unused imports and names, undefined names, syntax errors.
 lint: venv
@@ -48,16 +56,36 @@ HOOK_INPUTS     := $(wildcard hook/*.py)
 SIDECAR_INPUTS  := $(HOOK_INPUTS) $(wildcard sidecar/*.py) sidecar/openapi.json
 EMULATOR_INPUTS := $(HOOK_INPUTS) $(wildcard emulation/*.py emulation/templates/*.txt)
 
-bundle: dist/prestop dist/drain-sidecar
+# PLATFORMS: which architectures `make bundle` and `make images` build, comma-separated. The
+# default is linux/amd64 alone, so `make test` never waits on an emulated build; with
+# linux/arm64 the arm64 twins are built in an arm64 Debian root under qemu (build/arm64-root.sh,
+# cached outside the tree) into dist/linux-arm64/, and `make images` writes one OCI image index
+# per image holding every platform (dist/images/multiarch/).
+#   make bundle images PLATFORMS=linux/amd64,linux/arm64
+PLATFORMS ?= linux/amd64
+comma   := ,
+ARCHES  := $(patsubst linux/%,%,$(subst $(comma), ,$(PLATFORMS)))
+BUNDLES_amd64 := dist/prestop dist/drain-sidecar
+BUNDLES_arm64 := dist/linux-arm64/prestop dist/linux-arm64/drain-sidecar
+$(foreach a,$(ARCHES),$(if $(BUNDLES_$(a)),,$(error PLATFORMS: unknown platform linux/$(a) (linux/amd64, linux/arm64))))
+ARM64_INPUTS := build/arm64-root.sh
+
+bundle: $(foreach a,$(ARCHES),$(BUNDLES_$(a)))
 
 dist/prestop: $(HOOK_INPUTS) build/prestop.spec $(BUILD_INPUTS)
-	build/bundle.sh prestop
+	build/bundle.sh --arch amd64 prestop
 
 dist/drain-sidecar: $(SIDECAR_INPUTS) build/drain-sidecar.spec $(BUILD_INPUTS)
-	build/bundle.sh drain-sidecar
+	build/bundle.sh --arch amd64 drain-sidecar
+
+dist/linux-arm64/prestop: $(HOOK_INPUTS) build/prestop.spec $(BUILD_INPUTS) $(ARM64_INPUTS)
+	build/bundle.sh --arch arm64 prestop
+
+dist/linux-arm64/drain-sidecar: $(SIDECAR_INPUTS) build/drain-sidecar.spec $(BUILD_INPUTS) $(ARM64_INPUTS)
+	build/bundle.sh --arch arm64 drain-sidecar
 
 build/out/engine-emulator: $(EMULATOR_INPUTS) build/engine-emulator.spec $(BUILD_INPUTS)
-	build/bundle.sh engine-emulator
+	build/bundle.sh --arch amd64 engine-emulator
 
 # The images, without a Docker daemon and without pulling anything (build/images.sh: Debian's
 # buildah builds each Dockerfile's final stage FROM scratch around the static executable), as
@@ -65,13 +93,31 @@ build/out/engine-emulator: $(EMULATOR_INPUTS) build/engine-emulator.spec $(BUILD
 # container tests' stand-in engine image (test bed, never shipped).
 IMAGE_INPUTS := build/images.sh build/image-root.sh build/containers.sh
 
+ifeq ($(PLATFORMS),linux/amd64)
 images: dist/images/prestop.tar dist/images/drain-sidecar.tar
+else
+images: dist/images/multiarch/prestop.tar dist/images/multiarch/drain-sidecar.tar
+endif
 
 dist/images/prestop.tar: dist/prestop Dockerfile.hook $(IMAGE_INPUTS)
 	build/images.sh prestop $@
 
 dist/images/drain-sidecar.tar: dist/drain-sidecar Dockerfile.sidecar $(IMAGE_INPUTS)
 	build/images.sh drain-sidecar $@
+
+# One OCI image index per image, one image per platform in PLATFORMS, under the same name.
+# .platforms holds the list the archives were made for: a different PLATFORMS remakes them.
+dist/images/multiarch/.platforms: FORCE
+	@mkdir -p $(@D)
+	@echo '$(PLATFORMS)' | cmp -s - $@ || echo '$(PLATFORMS)' > $@
+
+dist/images/multiarch/prestop.tar: $(foreach a,$(ARCHES),$(filter %/prestop,$(BUNDLES_$(a)))) \
+		dist/images/multiarch/.platforms Dockerfile.hook $(IMAGE_INPUTS)
+	build/images.sh --platforms $(PLATFORMS) prestop $@
+
+dist/images/multiarch/drain-sidecar.tar: $(foreach a,$(ARCHES),$(filter %/drain-sidecar,$(BUNDLES_$(a)))) \
+		dist/images/multiarch/.platforms Dockerfile.sidecar $(IMAGE_INPUTS)
+	build/images.sh --platforms $(PLATFORMS) drain-sidecar $@
 
 build/out/images/engine-emulator.tar: build/out/engine-emulator emulation/engine.Dockerfile $(IMAGE_INPUTS)
 	build/images.sh engine-emulator $@
@@ -99,3 +145,8 @@ engines-smoke: venv engines
 
 clean:
 	rm -rf $(VENV) build/out dist .pytest_cache .mypy_cache .setuptools-build
+
+# The arm64 root and its toolchain live outside the tree (build/arm64-root.sh --path): `clean`
+# leaves them, so a fresh clone reuses them; this removes them.
+clean-arm64:
+	rm -rf --one-file-system "$$(build/arm64-root.sh --path)"

@@ -23,6 +23,9 @@ EXIT_CANNOT_BUILD = 3  # build/bundle.sh --check: this machine cannot build (the
 
 # A cold build (toolchain venv, PyInstaller, staticx) takes ~25 s per executable on 2 cores.
 BUILD_TIMEOUT_S = 600
+# Under qemu, from nothing (debootstrap, staticx compiled, both executables): see docs/build.md.
+# `make test-arm64` builds before pytest starts; this bounds a direct pytest run that has to.
+ARM64_BUILD_TIMEOUT_S = 3600
 
 
 @contextlib.contextmanager
@@ -38,18 +41,26 @@ def exclusive(name: str) -> Iterator[None]:
         yield
 
 
-def require_bundle_toolchain() -> None:
-    check = subprocess.run([str(BUNDLE_SCRIPT), "--check"], capture_output=True, text=True, timeout=60)
+def require_bundle_toolchain(arch: str | None = None) -> None:
+    """Skip unless this machine can build for `arch` (default its own; arm64 also under qemu)."""
+    arch_args = ["--arch", arch] if arch else []
+    check = subprocess.run([str(BUNDLE_SCRIPT), "--check", *arch_args], capture_output=True, text=True,
+                           timeout=60)
     if check.returncode == EXIT_CANNOT_BUILD:
         environment.unavailable(check.stderr.strip())
     assert check.returncode == 0, check.stderr
 
 
-def make(*targets: str) -> None:
-    """`make TARGET...` for what build/bundle.sh makes; skips where it cannot build."""
-    require_bundle_toolchain()
+def make(*targets: str, arch: str | None = None) -> None:
+    """`make TARGET...` for what build/bundle.sh makes; skips where it cannot build.
+
+    With `arch`, for that architecture alone (make's PLATFORMS=linux/ARCH).
+    """
+    require_bundle_toolchain(arch)
+    platforms = [f"PLATFORMS=linux/{arch}"] if arch else []
+    timeout_s = ARM64_BUILD_TIMEOUT_S if arch == "arm64" else BUILD_TIMEOUT_S
     with exclusive("bundle"):
-        done = subprocess.run(["make", "-s", *targets], cwd=REPO, capture_output=True, text=True,
-                              timeout=BUILD_TIMEOUT_S)
+        done = subprocess.run(["make", "-s", *targets, *platforms], cwd=REPO, capture_output=True, text=True,
+                              timeout=timeout_s)
     if done.returncode != 0:
         pytest.fail(f"`make {' '.join(targets)}` failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")

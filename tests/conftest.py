@@ -20,3 +20,23 @@ SCRAPES = REPO / "emulation" / "templates"
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
     return SCRAPES
+
+
+# The arm64 executables' tests run under qemu, several times slower than native: `make test`
+# leaves them out (deselected, not skipped: under CI=true a skip is a failure), `make
+# test-arm64` runs them with --arm64 (docs/build.md).
+ARM64_OPTION = "--arm64"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(ARM64_OPTION, action="store_true",
+                     help="also run the tests marked arm64 (the arm64 executables under qemu)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption(ARM64_OPTION):
+        return
+    deselected = [item for item in items if item.get_closest_marker("arm64") is not None]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = [item for item in items if item.get_closest_marker("arm64") is None]

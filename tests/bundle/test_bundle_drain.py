@@ -10,8 +10,9 @@ import time
 import pytest
 
 from modeldrain.hook.signals import IGNORED_SIGNALS
+from tests.builds import make
 
-from .conftest import ONEFILE, TOOLCHAIN_BIN
+from .conftest import TOOLCHAIN_BIN, elf_machine
 from .engine import BUSY_REQUESTS
 from .runner import drain_argv, free_port, json_lines, run
 
@@ -22,32 +23,47 @@ def unpacked_leftovers(env) -> list[str]:
     return os.listdir(env["TMPDIR"])
 
 
-def test_idle_engine_drains_at_once(bundle, engine, bundle_env):
+def wait_for_line(stream, needle: str) -> str:
+    """Read `stream` until a line holding `needle` (the module's timeout bounds the wait);
+    what was read comes back. Fails if the stream ends first."""
+    read = ""
+    for line in stream:
+        read += line
+        if needle in line:
+            return read
+    pytest.fail(f"the program ended before printing {needle}:\n{read}")
+
+
+def test_idle_engine_drains_at_once(build, bundle, engine, bundle_env):
     ran = run(drain_argv(str(bundle), engine.port), env=bundle_env)
     assert ran.code == 0, ran.stderr
     assert ran.finished["outcome"] == "idle"
     assert ran.finished["reads"] == 2
-    assert ran.finished["elapsed_s"] < 3
+    assert ran.finished["elapsed_s"] < 3 + build.start_allowance_s  # counted from the exec
     assert unpacked_leftovers(bundle_env) == []  # staticx and PyInstaller both cleaned up
 
 
-def test_busy_engine_drains_when_idle(bundle, engine, bundle_env):
-    engine.busy_for(2.0)
+def test_busy_engine_drains_when_idle(build, bundle, engine, bundle_env):
+    busy_s = 2.0 + build.start_allowance_s  # still busy when Python first reads, however slow its start
+    engine.busy_for(busy_s)
     ran = run(drain_argv(str(bundle), engine.port), env=bundle_env)
     assert ran.code == 0, ran.stderr
     assert ran.finished["outcome"] == "idle"
-    assert ran.finished["elapsed_s"] >= 2.0
+    assert ran.finished["elapsed_s"] >= busy_s
     assert ran.event("read_state")["outcome"] == "busy"
     assert ran.event("read_state")["in_flight"] == BUSY_REQUESTS
 
 
-def test_busy_engine_hits_the_deadline(bundle, engine, bundle_env):
+def test_busy_engine_hits_the_deadline(build, bundle, engine, bundle_env):
     engine.busy_for(60)
-    ran = run(drain_argv(str(bundle), engine.port, grace_s=3, exit_reserve_s=1), env=bundle_env)
+    # Deadline = grace - reserve after the exec, past the launchers' start-up (slower under qemu).
+    deadline_s = 2.0 + build.start_allowance_s
+    ran = run(drain_argv(str(bundle), engine.port, grace_s=deadline_s + 1, exit_reserve_s=1), env=bundle_env)
     assert ran.code == 10, ran.stderr
     assert ran.finished["outcome"] == "deadline"
-    # Deadline = grace - reserve = 2 s after the exec: not before, and not late by much.
-    assert 2.0 <= ran.finished["elapsed_s"] < 2.6
+    assert ran.event("read_state")["outcome"] == "busy"  # it read, and kept reading, until then
+    # Not before the deadline, and not late by much.
+    assert deadline_s <= ran.finished["elapsed_s"] < deadline_s + 0.6 * build.slowdown
 
 
 def test_refused_read_ends_the_drain(bundle, bundle_env):
@@ -64,9 +80,11 @@ def test_sigterm_and_sigint_reach_python_through_both_launchers(bundle, engine, 
     process = subprocess.Popen(drain_argv(str(bundle), engine.port), env=bundle_env, text=True,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        time.sleep(1.5)  # unpacked, running, busy
+        # Unpacked, running, busy: Python has read the engine (however long the launchers took).
+        before = wait_for_line(process.stderr, '"read_state"')
         process.send_signal(signum)
         stdout, stderr = process.communicate(timeout=20)
+        stderr = before + stderr
     finally:
         process.kill()
     assert process.returncode == code, stderr
@@ -100,9 +118,9 @@ def bundle_processes(launcher: subprocess.Popen, deadline_at: float) -> tuple[in
 FORWARDED_BY_PYINSTALLER = tuple(s for s in IGNORED_SIGNALS if s != signal.SIGTSTP)
 
 
-def test_the_signals_the_hook_ignores_are_ignored_by_the_bundled_python(bundle, engine, bundle_env):
+def test_the_signals_the_hook_ignores_are_ignored_by_the_bundled_python(native_bundle, engine, bundle_env):
     """What PyInstaller's bootloader passes on, the bundled hook ignores as the package does."""
-    process = subprocess.Popen([*drain_argv(str(bundle), engine.port), "--route-wait", "2"], env=bundle_env,
+    process = subprocess.Popen([*drain_argv(str(native_bundle), engine.port), "--route-wait", "2"], env=bundle_env,
                                text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         bootloader, _python = bundle_processes(process, time.monotonic() + 20)
@@ -120,8 +138,9 @@ def test_the_signals_the_hook_ignores_are_ignored_by_the_bundled_python(bundle, 
                    "SIGTERM (its bootloader/main.c): any other signal ends it with the default action while "
                    "the drain runs on orphaned; docs/prestop.md, Signals")
 @pytest.mark.parametrize("signum, code", [(signal.SIGHUP, 0), (signal.SIGUSR1, 0), (signal.SIGQUIT, 131)])
-def test_signals_to_the_launcher_kubelet_execd_end_as_the_package_says(bundle, engine, bundle_env, signum, code):
-    process = subprocess.Popen([*drain_argv(str(bundle), engine.port), "--route-wait", "2"], env=bundle_env,
+def test_signals_to_the_launcher_kubelet_execd_end_as_the_package_says(native_bundle, engine, bundle_env, signum,
+                                                                       code):
+    process = subprocess.Popen([*drain_argv(str(native_bundle), engine.port), "--route-wait", "2"], env=bundle_env,
                                text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         bundle_processes(process, time.monotonic() + 20)
@@ -133,12 +152,12 @@ def test_signals_to_the_launcher_kubelet_execd_end_as_the_package_says(bundle, e
     assert json_lines(stdout)[-1]["exit_code"] == code
 
 
-def test_version_names_the_build(bundle, bundle_env):
+def test_version_names_the_build(build, bundle, bundle_env):
     ran = run([str(bundle), "version"], env=bundle_env)
     assert ran.code == 0, ran.stderr
     line = ran.stdout.strip()
     assert line.startswith("prestop 0.")
-    for part in ("static bundled executable", "commit ", "built 20", "Python 3.11",
+    for part in ("static bundled executable", "commit ", "built 20", f"Python 3.11.2 on {build.machine}",
                  "pyinstaller 6.22.3", "staticx 0.14.2", "prometheus-client 0.26.0"):
         assert part in line, line
 
@@ -150,14 +169,17 @@ def test_bad_flag_is_a_usage_error(bundle, bundle_env):
     assert "Traceback" not in ran.stderr
 
 
-def test_bundle_is_static_and_holds_no_sidecar_dependencies(bundle):
+def test_bundle_is_static_and_holds_no_sidecar_dependencies(build, bundle):
     with open(bundle, "rb") as f:
         head = f.read(4096)
     assert head[:4] == b"\x7fELF"
+    assert elf_machine(head) == build.elf_machine
     # A static ELF has no program interpreter: no PT_INTERP path in its first page.
-    assert b"/lib64/ld-linux" not in head and b"ld-linux-x86-64.so" not in head
+    assert b"/lib64/ld-linux" not in head and build.loader not in head
+    # The archive format is the same on every architecture: the amd64 toolchain reads arm64's.
+    make("bundle", arch="amd64")
     viewer = TOOLCHAIN_BIN / "pyi-archive_viewer"
-    listing = subprocess.run([str(viewer), "--list", "--recursive", "--brief", str(ONEFILE)],
+    listing = subprocess.run([str(viewer), "--list", "--recursive", "--brief", str(build.onefile("prestop"))],
                              capture_output=True, text=True, timeout=60, check=True).stdout
     assert "prometheus_client" in listing and "modeldrain.hook.cli" in listing
     for excluded in ("aiohttp", "uvloop", "modeldrain.sidecar", "emulation"):

@@ -56,7 +56,7 @@ def start_held(argv, env) -> tuple[subprocess.Popen, float] | None:
     return None
 
 
-def test_elapsed_counts_from_the_exec_through_a_slow_unpack(bundle, engine, bundle_env):
+def test_elapsed_counts_from_the_exec_through_a_slow_unpack(build, bundle, engine, bundle_env):
     argv = drain_argv(str(bundle), engine.port)
     for _ in range(ATTEMPTS):
         held = start_held(argv, bundle_env)
@@ -79,6 +79,7 @@ def test_elapsed_counts_from_the_exec_through_a_slow_unpack(bundle, engine, bund
     # Python started after the hold, yet its first log line already counts the hold...
     assert started["elapsed_s"] >= HOLD_S
     # ...and its elapsed time is the whole time since the exec: the test's clock starts just
-    # before the fork and stops after the launchers' clean-up, so it reads a little more.
+    # before the fork and stops after the launchers' clean-up, so it reads a little more
+    # (under qemu, the clean-up is slower).
     assert finished["elapsed_s"] >= HOLD_S
-    assert 0 <= wall_s - finished["elapsed_s"] < 0.3, (wall_s, finished)
+    assert 0 <= wall_s - finished["elapsed_s"] < 0.3 * build.slowdown, (wall_s, finished)

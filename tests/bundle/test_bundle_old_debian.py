@@ -11,7 +11,6 @@ import shutil
 
 import pytest
 
-from .conftest import ONEFILE
 from .roots import Mounts, run_in_root
 from .runner import FAST
 
@@ -30,9 +29,9 @@ def run_copied_in(root, executable, args, tmp_path):
     return run_in_root(root, ["/mnt/prestop", *args], mounts=mounts)
 
 
-def test_old_root_has_no_python_and_an_older_glibc(old_debian_root):
+def test_old_root_has_no_python_and_an_older_glibc(build, old_debian_root):
     assert not list((old_debian_root / "usr" / "bin").glob("python*"))
-    assert list(old_debian_root.glob("usr/lib/x86_64-linux-gnu/libc-2.31.so"))
+    assert list(old_debian_root.glob(f"{build.libc_dir}/libc-2.31.so"))
 
 
 def test_bundle_drains_on_debian_11(bundle, engine, old_debian_root, tmp_path):
@@ -41,8 +40,8 @@ def test_bundle_drains_on_debian_11(bundle, engine, old_debian_root, tmp_path):
     assert ran.finished["outcome"] == "idle"
 
 
-def test_pyinstaller_output_alone_would_not_run_there(bundle, old_debian_root, tmp_path):
+def test_pyinstaller_output_alone_would_not_run_there(build, bundle, old_debian_root, tmp_path):
     """Why staticx is in the build: without it the hook fails on every older image."""
-    ran = run_copied_in(old_debian_root, ONEFILE, ["version"], tmp_path)
+    ran = run_copied_in(old_debian_root, build.onefile("prestop"), ["version"], tmp_path)
     assert ran.code != 0
     assert "GLIBC_2.3" in ran.stderr and "not found" in ran.stderr
