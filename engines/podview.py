@@ -136,10 +136,11 @@ def views_of(path: Path) -> list[FilesystemView]:
 
 
 def exec_argv(manifest: Path, index: int, stage_dir: Path, argv: Sequence[str],
-              bind_read_only: Sequence[str] = ()) -> list[str]:
+              bind_read_only: Sequence[str] = (), keep_in_home: Sequence[str] = ()) -> list[str]:
     """The command that runs argv in the index-th view of manifest (`bind_read_only`: host paths a
     test seam needs inside, e.g. a --proc-root; stage_dir: an empty directory the caller removes)."""
     seams = [arg for path in bind_read_only for arg in ("--bind-read-only", path)]
+    seams += [arg for path in keep_in_home for arg in ("--keep-in-home", path)]
     return [sys.executable, "-m", "engines.podview", "exec", "--manifest", str(manifest), "--index", str(index),
             "--stage", str(stage_dir), *seams, "--", *argv]
 
@@ -152,6 +153,19 @@ def hook_argv_in(view: FilesystemView, engine_pid: int, argv: Sequence[str]) -> 
     group = [] if view.run_as_group is None else [f"--setgid={view.run_as_group}"]
     return ["nsenter", f"--target={engine_pid}", "--mount", "--root", f"--wd={view.working_dir or '/'}",
             *group, *user, *argv]
+
+
+def kept_in_home(tier_root: Path) -> list[str]:
+    """What a fresh image's HOME still holds here: the tier, and the Python installs its venvs
+    (and this one) were made from (pyvenv.cfg's `home`), which may live under HOME too."""
+    kept = {str(tier_root), sys.base_prefix}
+    for cfg in tier_root.glob("*/pyvenv.cfg"):
+        for line in cfg.read_text().splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() == "home":
+                kept.add(str(Path(value.strip()).parent))
+    home = os.path.expanduser("~")
+    return sorted(path for path in kept if Path(path).is_relative_to(home))
 
 
 def _mount(*args: str) -> None:
@@ -200,7 +214,20 @@ def _bind_top_level(root: Path, work: Path, stage: Path, wanted: list[str]) -> N
             _mount("-o", "remount,bind,ro", str(inside))
 
 
-def enter(view: FilesystemView, stage: Path, bind_read_only: Sequence[str]) -> None:
+def _fresh_home(root: Path, home: str, keep: Sequence[str]) -> None:
+    """An image's HOME holds none of this machine's caches: an empty read-only HOME but for `keep`
+    (the tier), so a cache directory an earlier run left here cannot hide a refused mkdir."""
+    target = root / home.lstrip("/")
+    _mount("-t", "tmpfs", "-o", "mode=0700", "home", str(target))
+    for path in keep:
+        inside = root / path.lstrip("/")
+        inside.mkdir(parents=True, exist_ok=True)
+        _mount("--bind", path, str(inside))
+        _mount("-o", "remount,bind,ro", str(inside))
+    _mount("-o", "remount,ro", str(target))
+
+
+def enter(view: FilesystemView, stage: Path, bind_read_only: Sequence[str], keep_in_home: Sequence[str] = ()) -> None:
     """Build the view under stage and chroot into it (this process and what it execs)."""
     _unshare_mounts()
     root, work = stage / "root", stage / "work"
@@ -209,6 +236,8 @@ def enter(view: FilesystemView, stage: Path, bind_read_only: Sequence[str]) -> N
         _mount("-t", "tmpfs", "-o", "mode=0755", "podview", str(folder))
     wanted = [d.mount_path for d in view.empty_dirs] + [v.mount_path for v in view.read_only_volumes]
     _bind_top_level(root, work, stage, wanted)
+    if keep_in_home:
+        _fresh_home(root, os.path.expanduser("~"), keep_in_home)
     for empty_dir in view.empty_dirs:
         size = "" if empty_dir.size_bytes is None else f",size={empty_dir.size_bytes}"
         _mount("-t", "tmpfs", "-o", f"mode={EMPTY_DIR_MODE}{size}", "emptydir", str(root / empty_dir.mount_path.lstrip("/")))
@@ -251,6 +280,8 @@ def main(argv: list[str]) -> int:
     run.add_argument("--index", type=int, default=0)
     run.add_argument("--stage", type=Path, required=True, help="an empty directory to build the view in")
     run.add_argument("--bind-read-only", action="append", default=[])
+    run.add_argument("--keep-in-home", action="append", default=[],
+                     help="HOME is empty and read-only but for these (e.g. the tier), as in a fresh image")
     run.add_argument("command_argv", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     views = views_of(args.manifest)
@@ -264,7 +295,7 @@ def main(argv: list[str]) -> int:
     if not 0 <= args.index < len(views):
         parser.error(f"--index {args.index}: {args.manifest} has {len(views)} engine container(s)")
     view = views[args.index]
-    enter(view, args.stage, args.bind_read_only)
+    enter(view, args.stage, args.bind_read_only, args.keep_in_home)
     os.execvpe(command[0], command, dict(os.environ, **dict(view.env)))
     return 127  # not reached: execvpe raises or replaces this process
 

@@ -20,7 +20,7 @@ import pytest
 
 from emulation.kubelet import delete_pod
 from emulation.load import LoadGenerator, UniformDurations
-from engines.podview import FilesystemView, exec_argv, hook_argv_in, views_of
+from engines.podview import FilesystemView, exec_argv, hook_argv_in, kept_in_home, views_of
 from engines.servers import SERVED_MODEL_NAME, RealEngine, completion_body
 from tests.conftest import REPO
 from tests.e2e.prestop_run import PRESTOP
@@ -89,7 +89,7 @@ def test_a_real_engine_serves_and_drains_in_the_manifests_filesystem_view(tier, 
     manifest, index, view = group[0]
     stage = Path(tempfile.mkdtemp(prefix="podview-"))
     engine = getattr(RealEngine, kind)(tier)
-    engine.wrapped(exec_argv(manifest, index, stage, []))  # ends with `--`: the server's argv follows
+    engine.wrapped(exec_argv(manifest, index, stage, [], keep_in_home=kept_in_home(tier.root)))  # ends with `--`: the server's argv follows
     try:
         with engine:
             assert engine.process is not None
