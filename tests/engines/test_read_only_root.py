@@ -37,6 +37,9 @@ ROUTE_LAG_S = 3.0
 REQUEST_TIMEOUT_S = 120.0
 # What a refused write leaves in an engine's log (Python's strerror for EROFS and EACCES).
 FAILED_WRITE_WORDS = ("Read-only file system", "Permission denied")
+# Where each engine puts its cache under HOME (measured: `python -m engines.writes`, docs/engines.md).
+# vLLM logs nothing when it cannot make its own, so the directory is what shows that it could.
+ENGINE_CACHE = {"vllm": ".cache/vllm", "sglang": ".cache/sglang"}
 
 
 def read_only_views() -> dict[tuple, list[tuple[Path, int, FilesystemView]]]:
@@ -82,14 +85,34 @@ def post(engine: RealEngine, path: str, body: dict) -> int:
         return response.status
 
 
+def proc_root_in_view(engine: RealEngine, tmpdir: str) -> str:
+    """A /proc showing the engine alone, made in its own TMPDIR (through /proc/PID/root), where the
+    hook, in the engine's view, reads it: the machine's /proc shows every other test's engines."""
+    assert engine.process is not None
+    pid = engine.process.pid
+    proc_root = f"{tmpdir.rstrip('/')}/engine-proc"
+    os.mkdir(f"/proc/{pid}/root{proc_root}")
+    os.symlink(f"/proc/{pid}", f"/proc/{pid}/root{proc_root}/{pid}")
+    return proc_root
+
+
+def in_a_volume(view: FilesystemView, path: str) -> bool:
+    return any(path == d or path.startswith(d.rstrip("/") + "/") for d in view.writable_paths())
+
+
 @pytest.mark.parametrize("kind", ["vllm", "sglang"])
 @pytest.mark.parametrize("group", GROUPS, ids=GROUP_IDS)
 def test_a_real_engine_serves_and_drains_in_the_manifests_filesystem_view(tier, kind, group):
     require_root("a private mount namespace (unshare) and a chroot")
     manifest, index, view = group[0]
+    env = dict(view.env)
+    home, tmpdir = env.get("HOME"), env.get("TMPDIR", "/tmp")
+    assert home is not None and in_a_volume(view, home), (
+        f"{view.source}: HOME is {home!r}, in no writable volume: {kind} writes its caches under it")
     stage = Path(tempfile.mkdtemp(prefix="podview-"))
     engine = getattr(RealEngine, kind)(tier)
-    engine.wrapped(exec_argv(manifest, index, stage, [], keep_in_home=kept_in_home(tier.root)))  # ends with `--`: the server's argv follows
+    # exec_argv(..., []) ends with `--`: the server's own argv follows.
+    engine.wrapped(exec_argv(manifest, index, stage, [], keep_in_home=kept_in_home(tier.root)))
     try:
         with engine:
             assert engine.process is not None
@@ -99,16 +122,11 @@ def test_a_real_engine_serves_and_drains_in_the_manifests_filesystem_view(tier, 
                                                          "messages": [{"role": "user", "content": "hi"}]}) == 200
             failed = [line for line in engine.log_tail(10**7).splitlines() if any(w in line for w in FAILED_WRITE_WORDS)]
             assert not failed, f"{kind} in {view.source}: a write was refused:\n" + "\n".join(failed[:20])
+            cache = Path(f"/proc/{engine.process.pid}/root{home}", ENGINE_CACHE[kind])
+            assert cache.is_dir(), f"{kind} in {view.source}: no {home}/{ENGINE_CACHE[kind]}: its cache went nowhere"
 
-            env = dict(view.env)
-            tmpdir = env.get("TMPDIR", "/tmp")
-            # A /proc showing the engine alone, made inside its own TMPDIR (through /proc/PID/root):
-            # where the hook, in the engine's view, can read it.
-            proc_root = f"{tmpdir}/engine-proc"
-            os.mkdir(f"/proc/{engine.process.pid}/root{proc_root}")
-            os.symlink(f"/proc/{engine.process.pid}", f"/proc/{engine.process.pid}/root{proc_root}/{engine.process.pid}")
             hook = hook_argv_in(view, engine.process.pid, [PRESTOP, "--grace", str(GRACE_S), "--port", str(engine.port),
-                                                          "--proc-root", proc_root, "--quiet"])
+                                                          "--proc-root", proc_root_in_view(engine, tmpdir), "--quiet"])
             load = LoadGenerator(engine.base_url, concurrency=CONCURRENCY, durations=DURATIONS, seed=11,
                                  request_body=completion_body(kind)).start()
             report = delete_pod(engine.process, hook, GRACE_S, load=load, route_drop_after_s=ROUTE_LAG_S, hook_env=env)
