@@ -85,6 +85,11 @@ class RealEngine:
         port = free_port()
         return cls("sglang", sglang_argv(tier, port, *extra), port, dict(SGLANG_ENV, **(env or {})))
 
+    def wrapped(self, prefix: Sequence[str]) -> RealEngine:
+        """Started through prefix (e.g. engines.podview's exec_argv): it execs the server, so the pid is the server's."""
+        self.argv = [*prefix, *self.argv]
+        return self
+
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
