@@ -51,7 +51,7 @@ typecheck: venv
 # The static executables (build/bundle.sh; see docs/build.md), each rebuilt only when what goes
 # into it changes: dist/prestop (the hook) and dist/drain-sidecar (the sidecar, aiohttp and uvloop
 # inside); build/out/engine-emulator is the test bed's engine, for the container tests' image.
-BUILD_INPUTS    := build/bundle.sh build/stamp.py build/requirements-bundle.txt
+BUILD_INPUTS    := build/bundle.sh build/stamp.py build/requirements-bundle.txt build/staticx-signals.patch
 HOOK_INPUTS     := $(wildcard hook/*.py)
 SIDECAR_INPUTS  := $(HOOK_INPUTS) $(wildcard sidecar/*.py) sidecar/openapi.json
 EMULATOR_INPUTS := $(HOOK_INPUTS) $(wildcard emulation/*.py emulation/templates/*.txt)

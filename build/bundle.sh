@@ -17,7 +17,10 @@
 #
 #   PyInstaller (onefile)  the program + its packages + Python 3.11 -> one dynamic ELF that
 #                          still needs the build machine's glibc or newer
-#   staticx                that ELF + its libc and loader -> one static ELF
+#   staticx                that ELF + its libc and loader -> one static ELF; staticx is built
+#                          here from its source distribution with build/staticx-signals.patch
+#                          (its launcher forwards every signal the program handles, not only
+#                          SIGINT and SIGTERM: docs/build.md)
 #
 # Run by `make bundle`, by the Dockerfiles' build stages and by the tests' fixtures.
 # Idempotent: the toolchain virtualenv (build/out/venv; for arm64, inside the cached arm64
@@ -36,6 +39,8 @@ set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 REQUIREMENTS="$REPO/build/requirements-bundle.txt"
+# Applied to staticx's source distribution before it is built: its launcher's signal forwarding.
+STATICX_PATCH="$REPO/build/staticx-signals.patch"
 # Where the arm64 root keeps its toolchain virtualenv: inside the cached root, never the tree.
 ARM64_ROOT_VENV=/opt/modeldrain-toolchain
 # Where the source tree is bind-mounted inside the arm64 root.
@@ -54,11 +59,11 @@ EXIT_CANNOT_BUILD=3
 #   python3.11-venv            ensurepip, to make the toolchain virtualenv
 #   binutils                   objcopy, readelf, strip (PyInstaller and staticx)
 #   libc-bin                   ldd (staticx finds the libraries to bundle with it)
-APT_PACKAGES=(python3.11 libpython3.11 python3.11-venv binutils libc-bin)
-# On aarch64 staticx is built from its source distribution (it publishes no wheel there):
+#   staticx is built from its source distribution, patched (build/staticx-signals.patch):
 #   gcc libc6-dev   its C parts       musl-tools   musl-gcc, for its static bootloader
-#   scons           drives its build
-[ "$(uname -m)" = aarch64 ] && APT_PACKAGES+=(gcc libc6-dev musl-tools scons)
+#   scons           drives its build  patch        applies build/staticx-signals.patch
+APT_PACKAGES=(python3.11 libpython3.11 python3.11-venv binutils libc-bin
+              gcc libc6-dev musl-tools scons patch)
 
 # Each architecture: the machine (uname -m) that builds it natively, and where its files go.
 # amd64 keeps the paths it always had; every other architecture gets its own linux-ARCH folders.
@@ -125,25 +130,43 @@ ensure_system_packages() {
 ensure_toolchain() {
     # The venv is keyed on the requirements and the interpreter: change either, rebuild it.
     local key
-    key="$(cat "$REQUIREMENTS" - <<<"$("$PYTHON" -VV)" | sha256sum | cut -d' ' -f1)"
+    key="$(cat "$REQUIREMENTS" "$STATICX_PATCH" - <<<"$("$PYTHON" -VV)" | sha256sum | cut -d' ' -f1)"
     if [ -f "$VENV/.toolchain-key" ] && [ "$(cat "$VENV/.toolchain-key")" = "$key" ]; then
         return
     fi
     log "creating the toolchain virtualenv in ${VENV#"$REPO"/}"
     rm -rf "$VENV"
     "$PYTHON" -m venv "$VENV"
-    local pip=(env PIP_DISABLE_PIP_VERSION_CHECK=1 "$VENV/bin/python" -m pip install -q --require-hashes)
-    if [ "$(uname -m)" = x86_64 ]; then
-        "${pip[@]}" --only-binary=:all: -r "$REQUIREMENTS" >&2
-    else
-        # staticx publishes no wheel here: its sdist is built with this root's gcc, its
-        # bootloader with musl-gcc as upstream's wheels are (scons drives it). Build isolation
-        # off, so its build dependencies are the pinned, hashed ones, installed first.
-        "${pip[@]}" --only-binary=:all: -r <(requirement_block wheel) >&2
-        BOOTLOADER_CC=musl-gcc "${pip[@]}" --only-binary=:all: --no-binary=staticx \
-            --no-build-isolation -r "$REQUIREMENTS" >&2
-    fi
+    local pip=(env PIP_DISABLE_PIP_VERSION_CHECK=1 "$VENV/bin/python" -m pip)
+    # Everything but staticx: wheels, each hash-checked.
+    "${pip[@]}" install -q --require-hashes --only-binary=:all: \
+        -r <(requirements_without staticx) >&2
+    # staticx: its source distribution, hash-checked as it is downloaded (from pip's cache when
+    # it holds it), patched, then built with this machine's gcc and its bootloader with
+    # musl-gcc as upstream's wheels are (scons drives it). Build isolation off, so its build
+    # dependencies are the pinned, hashed ones installed above.
+    local source="$OUT/staticx-source" archive tree
+    rm -rf "$source"
+    mkdir -p "$source"
+    "${pip[@]}" download -q --require-hashes --no-deps --no-binary=:all: -d "$source" \
+        -r <(requirement_block staticx) >&2
+    archive="$(echo "$source"/staticx-*.tar.gz)"
+    [ -f "$archive" ] || die "no staticx source distribution in $source"
+    tar -xzf "$archive" -C "$source"
+    tree="${archive%.tar.gz}"
+    patch -d "$tree" -p1 --forward --quiet < "$STATICX_PATCH" >&2 \
+        || die "build/staticx-signals.patch does not apply to $(basename "$archive")"
+    BOOTLOADER_CC=musl-gcc "${pip[@]}" install -q --no-deps --no-build-isolation "$tree" >&2
+    rm -rf "$source"
     echo "$key" > "$VENV/.toolchain-key"
+}
+# The requirements file less one requirement (and its --hash continuation lines).
+requirements_without() {
+    awk -v name="$1" '
+        $0 ~ "^" name "==" { skip = 1 }
+        !skip { print }
+        skip && $0 !~ /\\$/ { skip = 0 }
+    ' "$REQUIREMENTS"
 }
 # One requirement of the requirements file with its --hash continuation lines.
 requirement_block() {

@@ -134,12 +134,11 @@ def test_the_signals_the_hook_ignores_are_ignored_by_the_bundled_python(native_b
     assert unpacked_leftovers(bundle_env) == []
 
 
-@pytest.mark.xfail(strict=True, reason="staticx's launcher (the file kubelet execs) forwards only SIGINT and "
-                   "SIGTERM (its bootloader/main.c): any other signal ends it with the default action while "
-                   "the drain runs on orphaned; docs/prestop.md, Signals")
 @pytest.mark.parametrize("signum, code", [(signal.SIGHUP, 0), (signal.SIGUSR1, 0), (signal.SIGQUIT, 131)])
 def test_signals_to_the_launcher_kubelet_execd_end_as_the_package_says(native_bundle, engine, bundle_env, signum,
                                                                        code):
+    """staticx's launcher, patched (build/staticx-signals.patch), passes each on: the drain ignores
+    SIGHUP and SIGUSR1 and ends idle; SIGQUIT ends it with 131 and its final line."""
     process = subprocess.Popen([*drain_argv(str(native_bundle), engine.port), "--route-wait", "2"], env=bundle_env,
                                text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
@@ -150,6 +149,23 @@ def test_signals_to_the_launcher_kubelet_execd_end_as_the_package_says(native_bu
         process.kill()
     assert process.returncode == code, stderr
     assert json_lines(stdout)[-1]["exit_code"] == code
+
+
+def test_every_signal_the_hook_ignores_leaves_the_launcher_kubelet_execd_running(native_bundle, engine, bundle_env):
+    """All of them to the PID kubelet exec'd, job control and the real-time signals included: none
+    ends or stops the launcher, and the drain still ends idle, cleaned up, with its final line."""
+    process = subprocess.Popen([*drain_argv(str(native_bundle), engine.port), "--route-wait", "2"], env=bundle_env,
+                               text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        bundle_processes(process, time.monotonic() + 20)
+        for signum in IGNORED_SIGNALS:
+            process.send_signal(signum)
+        stdout, stderr = process.communicate(timeout=20)  # a stopped launcher would never end
+    finally:
+        process.kill()
+    assert process.returncode == 0, stderr
+    assert json_lines(stdout)[-1]["outcome"] == "idle"
+    assert unpacked_leftovers(bundle_env) == []
 
 
 def test_version_names_the_build(build, bundle, bundle_env):
