@@ -23,6 +23,13 @@ VLLM_DRAIN_REJECT_MESSAGE = "cannot schedule new futures after shutdown"
 SGLANG_FIRST_DRAIN_CHECK_S = 4.0
 SGLANG_DRAIN_CHECK_INTERVAL_S = 5.0
 
+# SGLang's scheduler adds to its scheduler_process_cpu_seconds_total at most once a second, from its
+# loop (0.5.23's _SCHEDULER_TIME_ACCOUNTING_INTERVAL_NS; measured idle: a step every ~1.0 s).
+SCHEDULER_HEARTBEAT_INTERVAL_S = 1.0
+
+# The shortest forward pass the `stale` misbehaviour takes: a zero interval would be no pass at all.
+STALE_PASS_MIN_S = 0.1
+
 # From SGLang 0.5.14 a prefill or decode server's scheduler ignores the shutdown request, and the
 # engine waits a fixed 15 s for it before killing it (spec "Drain window"). Overridable with
 # --split-role-exit-wait-s so tests need not wait it out.

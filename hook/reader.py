@@ -15,6 +15,7 @@ from modeldrain.hook.config import ReadConfig
 from modeldrain.hook.engine import EngineHint
 from modeldrain.hook.fetch import FetchError, fetch
 from modeldrain.hook.foreign_body import not_an_engine
+from modeldrain.hook.freshness import Heartbeat, stale_zero
 from modeldrain.hook.gauges import Role, gauge_set
 from modeldrain.hook.outcome import Read, ReadOutcome
 from modeldrain.hook.target import Target
@@ -68,7 +69,7 @@ def _classify(fetched: Read, parsed: exposition.Exposition, hint: EngineHint) ->
     """What the parsed samples say: the read's fields, its outcome and the words for it."""
     kind = hint.kind or parsed.kind
     read = replace(fetched, kind=kind, process_start_time=parsed.process_start_time,
-                   restart_counters=parsed.restart_counters)
+                   restart_counters=parsed.restart_counters, heartbeat=parsed.heartbeat(kind) if kind else None)
     if kind is None:
         return replace(read, outcome=ReadOutcome.INCOMPLETE, detail="no vllm: or sglang: work metrics: engine unknown")
     envelope = gauge_set(kind, hint.role or parsed.sglang_role or Role.UNIFIED)
@@ -91,15 +92,26 @@ class EngineReader:
     """The reader bound to its configuration. When the target refuses, the other places the engine
     can be are read in the same read's time, in order (ReadConfig.alternates: the other loopback
     address and the engine's own --host, then its own --port); a read is refused only when every
-    one refuses. The first place that answers is read from then on, and the move is said once."""
+    one refuses. The first place that answers is read from then on, and the move is said once.
+
+    It remembers the scheduler heartbeat of its latest read (hook/freshness.py): an idle read
+    whose heartbeat has not moved since is `stale`, never idle. One reader, read in order."""
 
     def __init__(self, config: ReadConfig, on_switch: Callable[[str], object] = lambda message: None):
         self._config = config
         self._on_switch = on_switch
         self.target = config.target
         self._places = (config.target, *config.alternates)
+        self._heartbeat: Heartbeat | None = None
 
     def read(self, timeout_s: float) -> Read:
+        read = self._read_places(timeout_s)
+        stale = stale_zero(self._heartbeat, read)
+        if read.heartbeat is not None:
+            self._heartbeat = read.heartbeat
+        return read if stale is None else replace(read, outcome=ReadOutcome.STALE, detail=stale)
+
+    def _read_places(self, timeout_s: float) -> Read:
         c = self._config
         deadline_at = time.monotonic() + timeout_s
         first = read_work(self.target, c.hint, timeout_s=timeout_s, max_body_bytes=c.max_body_bytes)

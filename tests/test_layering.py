@@ -32,6 +32,7 @@ HOOK_LAYERS: dict[str, int] = {
     "modeldrain.hook.signals": 1,
     # reading: argv, exposition, HTTP
     "modeldrain.hook.engine": 2, "modeldrain.hook.exposition": 2, "modeldrain.hook.fetch": 2,
+    "modeldrain.hook.freshness": 2,
     # a leader's drain-sidecar, read like the engine
     "modeldrain.hook.leader": 3,
     # the configuration: flags, annotations, argv, environment

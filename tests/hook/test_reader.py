@@ -196,3 +196,27 @@ def test_an_engine_on_ipv6_loopback_alone_is_read_there_not_taken_for_nothing_li
         assert b"Host: [::1]:%d\r\n" % server.port in server.requests[0]
     gone = reader.read(1.0)
     assert gone.outcome is ReadOutcome.REFUSED and "every place the engine can be" in gone.detail
+
+
+SGLANG_ZERO = (b'sglang:num_running_reqs{engine_type="unified"} 0\nsglang:num_queue_reqs{engine_type="unified"} 0\n'
+               b'# TYPE sglang:scheduler_process_cpu_seconds_total counter\n')
+
+
+def sglang_body(heartbeat_s: float) -> bytes:
+    return SGLANG_ZERO + f'sglang:scheduler_process_cpu_seconds_total{{engine_type="unified"}} {heartbeat_s}\n'.encode()
+
+
+def test_engine_reader_takes_an_sglang_zero_for_idle_only_after_the_scheduler_heartbeat_moved(serve):
+    bodies = iter([sglang_body(7.9), sglang_body(7.9), sglang_body(9.4), sglang_body(9.4)])
+    servers = [serve(canned(http_response(next(bodies)))) for _ in range(4)]
+    reader = EngineReader(config_for(servers[0]))
+    outcomes = []
+    for target in servers:
+        reader.target = target  # each server answers one body: the same reader reads them in order
+        read = reader.read(1.0)
+        outcomes.append(read.outcome)
+        assert read.heartbeat is not None and read.kind is EngineKind.SGLANG
+    # The first read has nothing to compare with; the second's counter stood still (a forward pass
+    # holding the gauges); the third moved; the fourth stood still again.
+    assert outcomes == [ReadOutcome.STALE, ReadOutcome.STALE, ReadOutcome.IDLE, ReadOutcome.STALE]
+    assert ReadOutcome.STALE.verdict == "busy" and not ReadOutcome.STALE.is_idle
