@@ -23,6 +23,10 @@ VLLM_DRAIN_REJECT_MESSAGE = "cannot schedule new futures after shutdown"
 SGLANG_FIRST_DRAIN_CHECK_S = 4.0
 SGLANG_DRAIN_CHECK_INTERVAL_S = 5.0
 
+# SGLang 0.5.23's /health sends a one-token generate request and sleeps 1 s before it looks for the
+# scheduler's answer (http_server.health_generate): a healthy server answers 200 after ~1 s.
+SGLANG_HEALTH_GENERATE_S = 1.0
+
 # SGLang's scheduler adds to its scheduler_process_cpu_seconds_total at most once a second, from its
 # loop (0.5.23's _SCHEDULER_TIME_ACCOUNTING_INTERVAL_NS; measured idle: a step every ~1.0 s).
 SCHEDULER_HEARTBEAT_INTERVAL_S = 1.0
@@ -95,8 +99,9 @@ ENGINE_START_TIMEOUT_S = 15.0
 # How often a parent polls for the ready file, /health or a process exit.
 POLL_STEP_S = 0.02
 
-# A loopback /health probe during start-up that takes longer than this is retried.
-HEALTH_PROBE_TIMEOUT_S = 1.0
+# A loopback /health probe during start-up that takes longer than this is retried: past SGLang's
+# own ~1 s (SGLANG_HEALTH_GENERATE_S), with room for a loaded machine.
+HEALTH_PROBE_TIMEOUT_S = 3.0
 
 # EngineProcess's test requests: loopback answers are instant unless a misbehaviour delays them on
 # purpose, and a test that wants to see that passes its own timeout.

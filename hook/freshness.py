@@ -6,7 +6,9 @@ received wait. Measured on SGLang 0.5.23: 16 long prompts out, the gauges read 0
 (docs/engines.md). Two reads 1 s apart can both fall inside such a window, so a zero counts
 only when the scheduler's heartbeat counter (gauges.SCHEDULER_HEARTBEATS), which the same loop
 advances at most once a second, has moved since the reader's previous read: the scheduler ran
-after that read, so the second of two idle reads reflects the scheduler after the first.
+after that read, so the second of two idle reads reflects the scheduler after the first. (The
+first of the two needs no such proof: whatever it missed, the second sees. So the reader's very
+first read, with nothing to compare with, may read idle.)
 
 The reader applies it (hook/reader.py: EngineReader), so the hook's drain, the sidecar's
 /v1/work and the retirement protocol's two reads all see the same outcome: `stale`, never idle.
@@ -32,8 +34,9 @@ def stale_zero(last: Heartbeat | None, read: Read) -> str | None:
             return None  # a release without the counter: the two reads' rule alone (docs/prestop.md)
         return f"every work gauge reads zero, but {name} is gone from the body: the zero may be stale"
     if last is None:
-        return (f"every work gauge reads zero, but no earlier read carried {name} to tell whether the "
-                "scheduler has republished them since: the zero may be stale")
+        # The reader's first sight of it: this read can only be the first of two idle reads, and the
+        # second must show the counter moved past this one's.
+        return None
     if len(now) != len(last):
         return (f"every work gauge reads zero, but {name} has {len(now)} series against {len(last)} before: "
                 "the zero may be stale")

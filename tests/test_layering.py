@@ -38,7 +38,7 @@ HOOK_LAYERS: dict[str, int] = {
     # the configuration: flags, annotations, argv, environment
     "modeldrain.hook.config": 4,
     # the one reader bound to its configuration; the pure decisions over reads
-    "modeldrain.hook.reader": 5, "modeldrain.hook.decision": 5,
+    "modeldrain.hook.reader": 5, "modeldrain.hook.decision": 5, "modeldrain.hook.exit_policy": 5,
     # the drain loop
     "modeldrain.hook.drain": 6,
     # entry points

@@ -20,9 +20,8 @@ def test_a_zero_after_the_heartbeat_moved_is_trusted():
     ((3.0,), (2.0,), "has not advanced"),  # went backwards: a new process, whose gauges start anew
     ((1.0, 5.0), (2.0, 5.0), "has not advanced on every scheduler"),  # one rank still in its pass
     ((1.0,), (2.0, 2.0), "2 series against 1"),
-    (None, (2.0,), "no earlier read carried"),  # the reader's first read: nothing to compare with
     ((1.0,), None, "is gone from the body"),
-], ids=["still", "backwards", "one-rank-still", "series-changed", "first-read", "vanished"])
+], ids=["still", "backwards", "one-rank-still", "series-changed", "vanished"])
 def test_a_zero_that_may_be_stale_is_said_why(last, now, words):
     reason = stale_zero(last, sglang_read(heartbeat=now))
     assert reason is not None and words in reason and "sglang:scheduler_process_cpu_seconds_total" in reason
@@ -31,6 +30,10 @@ def test_a_zero_that_may_be_stale_is_said_why(last, now, words):
 def test_only_an_idle_read_of_an_engine_with_a_heartbeat_is_judged():
     assert stale_zero((2.0,), sglang_read(ReadOutcome.BUSY, heartbeat=(2.0,))) is None
     assert stale_zero(None, sglang_read(kind=EngineKind.VLLM, heartbeat=None)) is None
+
+
+def test_the_readers_first_read_may_be_idle_since_only_the_second_of_two_must_be_newer():
+    assert stale_zero(None, sglang_read(heartbeat=(2.0,))) is None
 
 
 def test_a_release_without_the_counter_keeps_the_two_reads_rule():
