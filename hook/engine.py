@@ -52,6 +52,8 @@ class EngineHint:
     # but SGLang's false words, False when every engine process's environment was read without it,
     # None when one could not be read (another user's process) or no process was seen.
     force_shutdown: bool | None = None
+    # vLLM's --enable-server-load-tracking: its GET /load counts the API server's requests (hook/server_load.py).
+    server_load_tracking: bool = False
 
     def merged(self, fallback: "EngineHint") -> "EngineHint":
         """Fill what this hint leaves open from a weaker one."""
@@ -68,6 +70,7 @@ class EngineHint:
             warnings=self.warnings + fallback.warnings,
             node_rank=self.node_rank if self.node_rank is not None else fallback.node_rank,
             force_shutdown=self.force_shutdown if self.force_shutdown is not None else fallback.force_shutdown,
+            server_load_tracking=self.server_load_tracking or fallback.server_load_tracking,
         )
 
 
@@ -143,6 +146,8 @@ def hint_from_argv(argv: list[str], cwd: str | None = None) -> EngineHint | None
         disaggregation=disaggregation_marks(kind, args),
         warnings=args.warnings,
         node_rank=_node_rank(args.value("--node-rank")) if kind is EngineKind.SGLANG else None,
+        server_load_tracking=kind is EngineKind.VLLM and args.switch(
+            ("--enable-server-load-tracking",), "--no-enable-server-load-tracking") is not None,
     )
 
 

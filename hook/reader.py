@@ -16,8 +16,9 @@ from modeldrain.hook.engine import EngineHint
 from modeldrain.hook.fetch import FetchError, fetch
 from modeldrain.hook.foreign_body import not_an_engine
 from modeldrain.hook.freshness import Heartbeat, stale_zero
-from modeldrain.hook.gauges import Role, gauge_set
+from modeldrain.hook.gauges import EngineKind, Role, gauge_set
 from modeldrain.hook.outcome import Read, ReadOutcome
+from modeldrain.hook.server_load import LOAD_PATH, MAX_LOAD_BODY_BYTES, ServerLoadError, parse_server_load
 from modeldrain.hook.target import Target
 
 
@@ -42,7 +43,26 @@ def _read(target: Target, hint: EngineHint, started_at: float, *, timeout_s: flo
     else:
         fetched = replace(base, http_status=response.status, body_bytes=len(response.body))
         read = classify_body(fetched, response.body, response.content_type, hint, deadline_at=started_at + timeout_s)
+        if read.outcome is ReadOutcome.IDLE and read.kind is EngineKind.VLLM and hint.server_load_tracking:
+            read = _with_server_load(read, target, deadline_at=started_at + timeout_s)
     return replace(read, duration_s=time.monotonic() - started_at)
+
+
+def _with_server_load(read: Read, target: Target, *, deadline_at: float) -> Read:
+    """An idle vLLM read stays idle only if /load also says 0 (hook/server_load.py); a /load that
+    cannot be read is doubt, and doubt is never idle."""
+    try:
+        response = fetch(replace(target, path=LOAD_PATH), timeout_s=max(0.0, deadline_at - time.monotonic()),
+                         max_body_bytes=MAX_LOAD_BODY_BYTES, accept="application/json")
+        load = parse_server_load(response.body)
+    except FetchError as exc:
+        return replace(read, outcome=ReadOutcome.INCOMPLETE, detail=f"the gauges read zero, but {LOAD_PATH}: {exc.detail}")
+    except ServerLoadError as exc:
+        return replace(read, outcome=ReadOutcome.INCOMPLETE, detail=f"the gauges read zero, but {exc}")
+    if load > 0:
+        return replace(read, outcome=ReadOutcome.BUSY, in_flight=load,
+                       detail=f"the gauges read zero, but {LOAD_PATH} counts {load:g} in the API server")
+    return replace(read, detail=f"{read.detail}; {LOAD_PATH} reads 0")
 
 
 def classify_body(fetched: Read, body: bytes, content_type: str, hint: EngineHint, *, deadline_at: float) -> Read:

@@ -234,3 +234,9 @@ def test_a_flag_hint_takes_the_facts_of_the_engines_argv_and_environment():
     proc = EngineHint(kind=EngineKind.SGLANG, source="cmdline", node_rank=0, force_shutdown=False)
     merged = EngineHint(kind=EngineKind.SGLANG, source="flag").merged(proc)
     assert (merged.node_rank, merged.force_shutdown, merged.source) == (0, False, "flag")
+
+
+@pytest.mark.parametrize("words, tracked", [([], False), (["--enable-server-load-tracking"], True),
+                                            (["--enable-server-load-tracking", "--no-enable-server-load-tracking"], False)])
+def test_vllm_s_server_load_tracking_is_read_from_its_argv(words, tracked):
+    assert hint_from_argv(["vllm", "serve", "m", *words]).server_load_tracking is tracked
