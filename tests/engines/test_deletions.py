@@ -83,7 +83,6 @@ def test_a_real_sglang_deleted_under_load_is_handed_its_own_drain_and_serves_eve
     assert started["exit_policy"] == "follow_engine_drain", started["exit_policy_reason"]
     assert events[-1]["outcome"] == "engine_drains", events[-1]
     assert ROUTE_WAIT_S <= report.sigterm_at <= ROUTE_WAIT_S + FOLLOW_RETURN_SLACK_S, describe(report)
-    assert report.relative(report.load.last_finished_at) > report.sigterm_at, "nothing ran past the SIGTERM"
 
 
 def test_a_real_sglang_with_sgl_force_shutdown_is_drained_in_full(tier):
