@@ -13,6 +13,11 @@ VLLM_ABORT_EXIT_LAG_S = 2.0
 # (measured). Overridable with --drain-teardown-s so tests need not wait it out.
 VLLM_DRAIN_TEARDOWN_S = 7.0
 
+# ...but a SIGTERM that finds nothing in flight (the hook returned after the last request ended)
+# was followed by the exit 3.9-4.6 s later on the real vLLM 0.32 (--shutdown-timeout 20, measured
+# twice: ENGINES.md's deletions); the midpoint. --drain-teardown-s, where shorter, bounds it too.
+VLLM_IDLE_DRAIN_EXIT_S = 4.25
+
 # vLLM's answer to a request arriving while --shutdown-timeout drains.
 VLLM_DRAIN_REJECT_MESSAGE = "cannot schedule new futures after shutdown"
 
@@ -22,6 +27,17 @@ VLLM_DRAIN_REJECT_MESSAGE = "cannot schedule new futures after shutdown"
 # after the signal, so the first check comes at 4 s and the rest every 5 s.
 SGLANG_FIRST_DRAIN_CHECK_S = 4.0
 SGLANG_DRAIN_CHECK_INTERVAL_S = 5.0
+
+# SGLang 0.5.23's /health sends a one-token generate request and sleeps 1 s before it looks for the
+# scheduler's answer (http_server.health_generate): a healthy server answers 200 after ~1 s.
+SGLANG_HEALTH_GENERATE_S = 1.0
+
+# SGLang's scheduler adds to its scheduler_process_cpu_seconds_total at most once a second, from its
+# loop (0.5.23's _SCHEDULER_TIME_ACCOUNTING_INTERVAL_NS; measured idle: a step every ~1.0 s).
+SCHEDULER_HEARTBEAT_INTERVAL_S = 1.0
+
+# The shortest forward pass the `stale` misbehaviour takes: a zero interval would be no pass at all.
+STALE_PASS_MIN_S = 0.1
 
 # From SGLang 0.5.14 a prefill or decode server's scheduler ignores the shutdown request, and the
 # engine waits a fixed 15 s for it before killing it (spec "Drain window"). Overridable with
@@ -88,8 +104,9 @@ ENGINE_START_TIMEOUT_S = 15.0
 # How often a parent polls for the ready file, /health or a process exit.
 POLL_STEP_S = 0.02
 
-# A loopback /health probe during start-up that takes longer than this is retried.
-HEALTH_PROBE_TIMEOUT_S = 1.0
+# A loopback /health probe during start-up that takes longer than this is retried: past SGLang's
+# own ~1 s (SGLANG_HEALTH_GENERATE_S), with room for a loaded machine.
+HEALTH_PROBE_TIMEOUT_S = 3.0
 
 # EngineProcess's test requests: loopback answers are instant unless a misbehaviour delays them on
 # purpose, and a test that wants to see that passes its own timeout.

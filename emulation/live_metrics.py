@@ -75,6 +75,7 @@ SGLANG_BINDINGS: Mapping[str, Getter] = {
     "sglang:num_decode_prealloc_queue_reqs": _phase(Phase.DECODE_PREALLOC),
     "sglang:num_decode_transfer_queue_reqs": _phase(Phase.DECODE_TRANSFER),
     "sglang:num_requests_total": lambda _s, r: float(r.received),
+    "sglang:scheduler_process_cpu_seconds_total": lambda _s, r: r.heartbeat_s,
     "sglang:prompt_tokens_total": lambda _s, r: float(r.completed * constants.PROMPT_TOKENS_PER_REQUEST),
     "sglang:generation_tokens_total": lambda _s, r: float(r.completed * constants.GENERATION_TOKENS_PER_REQUEST),
 }
@@ -109,6 +110,7 @@ class EngineSnapshot:
             completed=sum(r.completed for r in self.ranks),
             aborted=sum(r.aborted for r in self.ranks),
             observations=tuple(o for r in self.ranks for o in r.observations),
+            heartbeat_s=max((r.heartbeat_s for r in self.ranks), default=0.0),
         )
 
 

@@ -29,6 +29,7 @@ class Misbehaviour(enum.Enum):
     MISSING = "missing"  # one work gauge family is absent
     REFUSE = "refuse"  # the listener closes: connections refused (for down_s, or for good)
     RESTART = "restart"  # the listener goes for down_s, then a fresh process answers
+    STALE = "stale"  # SGLang: forward passes of interval_s; gauges and heartbeat republished only between them
 
     def __str__(self) -> str:
         return self.value
@@ -54,7 +55,7 @@ class MisbehaviourSetting:
     """A mode and its parameters. Parameters a mode does not use keep their defaults."""
 
     mode: Misbehaviour = Misbehaviour.NONE
-    interval_s: float = constants.DRIP_INTERVAL_S  # drip, slow-headers
+    interval_s: float = constants.DRIP_INTERVAL_S  # drip, slow-headers; stale: the pass length
     size_mb: float = constants.HUGE_BODY_MB  # huge
     gauge: str | None = None  # missing; None: the engine's waiting/queue gauge
     location: str = IDLE_DECOY_PATH  # redirect

@@ -10,13 +10,14 @@ from __future__ import annotations
 import enum
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from emulation.engine_config import EngineConfig, EngineKind, Role
 from emulation.exposition import Body, Renderer
 from emulation.live_metrics import EngineSnapshot, live_families
 from emulation.misbehaviour import MisbehaviourSetting
 from emulation.scheduler import Outcome, Phase, RankSnapshot, Scheduler
+from emulation.stats_ticks import StatsTicks
 from emulation.template import EngineTemplate, engine_template
 
 
@@ -57,13 +58,15 @@ class Incarnation:
     scheduler: Scheduler
     template: EngineTemplate
     renderer: Renderer
+    ticks: StatsTicks  # when SGLang's scheduler republishes (emulation/stats_ticks.py)
 
 
 def new_incarnation(config: EngineConfig, number: int, totals: EngineTotals) -> Incarnation:
     start_time_s = time.time()
     template = engine_template(config, start_time_s, os.getpid())
     scheduler = Scheduler(config.kind, config.role, config.dp, config.max_running, totals.count)
-    return Incarnation(number, start_time_s, scheduler, template, Renderer(config, template.families))
+    return Incarnation(number, start_time_s, scheduler, template, Renderer(config, template.families),
+                       StatsTicks(time.monotonic()))
 
 
 class EngineRuntime:
@@ -91,7 +94,11 @@ class EngineRuntime:
         scheduler = self.scheduler
         publishes = not (self.config.kind is EngineKind.SGLANG and self.config.role is Role.DECODE) \
             or scheduler.first_run_seen
-        return EngineSnapshot(scheduler.snapshot(), publishes)
+        ranks = scheduler.snapshot()
+        if self.config.kind is EngineKind.SGLANG:
+            published = self.incarnation.ticks.view(ranks, self.setting, time.monotonic())
+            ranks = tuple(replace(rank, heartbeat_s=published.heartbeat_s) for rank in published.ranks)
+        return EngineSnapshot(ranks, publishes)
 
     def render_metrics(self, accept: str, accept_encoding: str, setting: MisbehaviourSetting,
                        fill_to_bytes: int = 0, only_samples: frozenset[str] | None = None) -> Body:

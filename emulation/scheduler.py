@@ -96,6 +96,7 @@ class RankSnapshot:
     completed: int
     aborted: int
     observations: tuple[Observation, ...]
+    heartbeat_s: float = 0.0  # SGLang's scheduler heartbeat counter, as published (emulation/stats_ticks.py)
 
     @property
     def running(self) -> int:

@@ -42,6 +42,12 @@ BUSY_READ_ENGINE_SHARE = 0.05
 # its arrival and its admission to the queue reads as zero for a moment, never for a second.
 IDLE_CONFIRM_GAP_S = 1.0
 
+# The /health read that tells whether SGLang's SIGTERM will drain (hook/exit_policy.py): SGLang
+# 0.5.23's /health generates a token and answers after >= 1 s (measured: never sooner), so the read
+# runs beside the route wait, from the hook's start, and must have its answer by the route wait's
+# end; this bounds it where the route wait is longer.
+HEALTH_READ_TIMEOUT_S = 4.0
+
 # A loopback read that has not finished in 2 s is an engine too busy to answer: count it as
 # busy rather than wait longer, so the poll keeps its 1 s cadence within a read or two.
 READ_TIMEOUT_S = 2.0

@@ -30,6 +30,9 @@ class DrainOutcome(enum.Enum):
     # A worker following its leader: the leader never once answered as a drain-sidecar (a wrong host,
     # port or token), so it is unknown, not gone; the worker waited to its deadline: exit 12
     LEADER_UNREACHABLE = "leader_unreachable"
+    # An SGLang server whose SIGTERM will drain (hook/exit_policy.py): returned after the route wait,
+    # its gauges unread; the engine serves what it holds and exits once empty: exit 0
+    ENGINE_DRAINS = "engine_drains"
 
     @property
     def exit_code(self) -> ExitCode:
@@ -48,6 +51,8 @@ _EXIT_CODES = {
     # Not a drain that happened: a worker configured with a leader that is not there. Non-zero, so
     # kubelet's FailedPreStopHook event shows it.
     DrainOutcome.LEADER_UNREACHABLE: ExitCode.LEADER_UNREACHABLE,
+    # The engine's own SIGTERM drain serves what is left: a drain that happened, handed over.
+    DrainOutcome.ENGINE_DRAINS: ExitCode.OK,
 }
 
 _SPLIT_ROLES = (Role.PREFILL, Role.DECODE)

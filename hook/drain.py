@@ -6,8 +6,9 @@ it returns) is tested with both injected, and the real ones over real sockets.
 
 from __future__ import annotations
 
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Protocol, TypedDict
 
 from modeldrain.hook import __version__, constants
@@ -24,6 +25,8 @@ from modeldrain.hook.decision import (
     reserve_after_read,
 )
 from modeldrain.hook.events import EventLog
+from modeldrain.hook.exit_policy import ExitPolicy, PolicyChoice, policy_after_health, policy_before_health
+from modeldrain.hook.fetch import FetchError, fetch
 from modeldrain.hook.foreign_body import NOT_AN_ENGINE
 from modeldrain.hook.outcome import Read, read_fields
 from modeldrain.hook.leader import LeaderReader
@@ -53,6 +56,51 @@ class MonotonicClock:
 
 # One read of the engine, given the time it may take.
 ReadEngine = Callable[[float], Read]
+# One read of the engine's /health: its status (None: no HTTP answer) and what happened.
+ReadHealth = Callable[[], tuple[int | None, str]]
+# What drain_started says when the argv and environment allow following SGLang's drain.
+FOLLOW_PENDING_REASON = ("SGLang drains on SIGTERM (it keeps serving, new requests too, and exits once empty), "
+                         "SGL_FORCE_SHUTDOWN unset, node rank 0: followed if /health answers 200 by the route "
+                         "wait's end")
+# How long the route wait's end waits for the /health thread to hand over an answer it has.
+HEALTH_HANDOVER_S = 0.05
+# /health's body is a few bytes; a bigger one is read no further.
+HEALTH_MAX_BODY_BYTES = 4096
+
+
+def health_reader(config: DrainConfig, timeout_s: float) -> ReadHealth:
+    """GET /health where the engine's /metrics is, bounded by timeout_s."""
+    target = replace(config.read.target, path="/health")
+
+    def read() -> tuple[int | None, str]:
+        try:
+            response = fetch(target, timeout_s=timeout_s, max_body_bytes=HEALTH_MAX_BODY_BYTES)
+        except FetchError as exc:
+            return exc.status, exc.detail
+        return response.status, ""
+
+    return read
+
+
+class _HealthInBackground:
+    """One /health read beside the route wait: SGLang's takes >= 1 s, which the hook must not add to
+    its return. The answer counts only if it came by the route wait's end; else it is unknown."""
+
+    def __init__(self, read: ReadHealth):
+        self._result: tuple[int | None, str] | None = None
+        self._thread = threading.Thread(target=self._run, args=(read,), name="health-read", daemon=True)
+        self._thread.start()
+
+    def _run(self, read: ReadHealth) -> None:
+        try:
+            self._result = read()
+        except Exception as exc:  # noqa: BLE001 - an unforeseen failure is an unknown health: the full drain
+            self._result = (None, f"unexpected {type(exc).__name__}: {exc}"[:200])
+
+    def result(self, wait_s: float) -> tuple[int | None, str]:
+        # Its fetch ends by the route wait's end; the floor only lets a thread that has its answer hand it over.
+        self._thread.join(max(HEALTH_HANDOVER_S, wait_s))
+        return self._result if self._result is not None else (None, "no answer by the route wait's end")
 
 
 class DrainFields(TypedDict):
@@ -80,9 +128,12 @@ class DrainResult:
 
 
 def run_drain(config: DrainConfig, started_at: float, log: EventLog, *,
-              read: ReadEngine | None = None, clock: Clock = MonotonicClock()) -> DrainResult:
-    """Drain until idle, unmeasurable or the deadline. `read`: the engine reader (default: the
-    configured EngineReader, whose switch to the engine's own port is logged as a warning)."""
+              read: ReadEngine | None = None, clock: Clock = MonotonicClock(),
+              health: ReadHealth | None = None) -> DrainResult:
+    """Drain until idle, unmeasurable or the deadline; or, for an SGLang server whose SIGTERM will
+    drain, return after the route wait (hook/exit_policy.py). `read`: the engine reader (default:
+    the configured EngineReader, whose switch to the engine's own port is logged as a warning);
+    `health`: the /health reader (default: health_reader)."""
     rc = config.read
     if read is None:
         if config.leader is not None:
@@ -93,7 +144,20 @@ def run_drain(config: DrainConfig, started_at: float, log: EventLog, *,
     plan = DrainPlan.build(started_at=started_at, grace_s=config.grace_s, route_wait_s=config.route_wait_s,
                            exit_reserve=initial_exit_reserve(config), interval_s=config.interval_s,
                            busy_interval_s=config.busy_interval_s, read_timeout_s=rc.read_timeout_s)
-    _log_start(config, plan, log)
+    choice = policy_before_health(rc.hint, following_leader=following_leader)
+    if choice is not None:
+        _log_start(config, plan, log, choice)
+    else:
+        health_wait_s = max(0.0, plan.first_read_at - clock.now())
+        pending = _HealthInBackground(health or health_reader(config, min(constants.HEALTH_READ_TIMEOUT_S,
+                                                                           health_wait_s)))
+        _log_start(config, plan, log, PolicyChoice(ExitPolicy.FOLLOW_ENGINE_DRAIN, FOLLOW_PENDING_REASON))
+        clock.sleep_until(plan.first_read_at)  # the route wait stays: routers lag
+        confirmed = policy_after_health(*pending.result(plan.first_read_at - clock.now()))
+        if confirmed.policy is ExitPolicy.FOLLOW_ENGINE_DRAIN:
+            return DrainResult(DrainOutcome.ENGINE_DRAINS, confirmed.reason, round(clock.now() - started_at, 3),
+                               None, 0)
+        log.emit("exit_policy_changed", exit_policy=confirmed.policy.value, exit_policy_reason=confirmed.reason)
 
     state = DrainState()
     progress = _ProgressLog(log)
@@ -125,7 +189,7 @@ def initial_exit_reserve(config: DrainConfig) -> ExitReserve:
     return exit_reserve_for(hint.role, where)
 
 
-def _log_start(config: DrainConfig, plan: DrainPlan, log: EventLog) -> None:
+def _log_start(config: DrainConfig, plan: DrainPlan, log: EventLog, choice: PolicyChoice) -> None:
     rc = config.read
     target, target_source = rc.target.url, rc.target.source
     if config.leader is not None:
@@ -144,6 +208,8 @@ def _log_start(config: DrainConfig, plan: DrainPlan, log: EventLog) -> None:
         engine=rc.hint.kind.value if rc.hint.kind else "detect",
         role=rc.hint.role.value if rc.hint.role else "detect",
         engine_source=rc.hint.source,
+        exit_policy=choice.policy.value,
+        exit_policy_reason=choice.reason,
         log_mirror=log.mirror_status,
     )
     # What the read configuration says of the local engine (no port found, a bad annotation) does

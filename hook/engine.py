@@ -45,6 +45,15 @@ class EngineHint:
     disaggregation: tuple[str, ...] = ()
     # What of the engine's argv could not be followed (hook.engine_argv), for the config's warnings.
     warnings: tuple[str, ...] = ()
+    # SGLang's --node-rank from its argv (0 when the argv omits it); None when not read from an argv
+    # or not a number. A node of rank >= 1 is a worker of a multi-node server, not the one that drains.
+    node_rank: int | None = None
+    # SGL_FORCE_SHUTDOWN in the engine's environment (/proc/PID/environ): True when set to anything
+    # but SGLang's false words, False when every engine process's environment was read without it,
+    # None when one could not be read (another user's process) or no process was seen.
+    force_shutdown: bool | None = None
+    # vLLM's --enable-server-load-tracking: its GET /load counts the API server's requests (hook/server_load.py).
+    server_load_tracking: bool = False
 
     def merged(self, fallback: "EngineHint") -> "EngineHint":
         """Fill what this hint leaves open from a weaker one."""
@@ -59,6 +68,9 @@ class EngineHint:
             source=self.source if self.kind else fallback.source,
             disaggregation=self.disaggregation or fallback.disaggregation,
             warnings=self.warnings + fallback.warnings,
+            node_rank=self.node_rank if self.node_rank is not None else fallback.node_rank,
+            force_shutdown=self.force_shutdown if self.force_shutdown is not None else fallback.force_shutdown,
+            server_load_tracking=self.server_load_tracking or fallback.server_load_tracking,
         )
 
 
@@ -133,7 +145,54 @@ def hint_from_argv(argv: list[str], cwd: str | None = None) -> EngineHint | None
         source="cmdline",
         disaggregation=disaggregation_marks(kind, args),
         warnings=args.warnings,
+        node_rank=_node_rank(args.value("--node-rank")) if kind is EngineKind.SGLANG else None,
+        server_load_tracking=kind is EngineKind.VLLM and args.switch(
+            ("--enable-server-load-tracking",), "--no-enable-server-load-tracking") is not None,
     )
+
+
+def _node_rank(text: str | None) -> int | None:
+    if text is None:
+        return 0  # SGLang's default
+    try:
+        return int(text)
+    except ValueError:
+        return None  # SGLang would refuse to start on it: unknown, never taken for rank 0
+
+
+# SGLang's watchdog exits at once, without draining, when this is set (tokenizer_manager's
+# sigterm_watchdog, get_bool_env_var): only its false words, case-insensitive, leave the drain on.
+SGLANG_FORCE_SHUTDOWN_ENV = "SGL_FORCE_SHUTDOWN"
+SGLANG_FALSE_WORDS = frozenset({"false", "0"})
+# /proc/PID/environ is the process's initial environment; more than this is not read.
+MAX_ENVIRON_BYTES = 1 << 20
+
+
+def force_shutdown_of(proc_root: str, pid: str) -> bool | None:
+    """Whether SGL_FORCE_SHUTDOWN is set in one process's environment; None when it cannot be read
+    (the process ended, or runs as another user: the sidecar's case) or is cut at the cap."""
+    try:
+        with open(os.path.join(proc_root, pid, "environ"), "rb") as f:
+            raw = f.read(MAX_ENVIRON_BYTES + 1)
+    except OSError:
+        return None
+    if len(raw) > MAX_ENVIRON_BYTES:
+        return None
+    prefix = SGLANG_FORCE_SHUTDOWN_ENV.encode() + b"="
+    values = [entry[len(prefix):] for entry in raw.split(b"\0") if entry.startswith(prefix)]
+    if not values:
+        return False
+    return values[-1].decode("utf-8", "replace").lower() not in SGLANG_FALSE_WORDS
+
+
+def _force_shutdown(proc_root: str, pids: list[str]) -> bool | None:
+    """Across every process of the engine: set in any is set; unread in any is unknown."""
+    seen = [force_shutdown_of(proc_root, pid) for pid in pids]
+    if any(value is True for value in seen):
+        return True
+    if not seen or any(value is None for value in seen):
+        return None
+    return False
 
 
 def hint_from_proc(proc_root: str = PROC_ROOT) -> EngineHint:
@@ -143,7 +202,7 @@ def hint_from_proc(proc_root: str = PROC_ROOT) -> EngineHint:
     container's, or the Pod's with shareProcessNamespace); on a node /proc also shows every
     container's processes, and those engines are not this hook's.
     """
-    hints = set()
+    hints: dict[EngineHint, list[str]] = {}
     try:
         pids = [p for p in os.listdir(proc_root) if p.isdigit()]
     except OSError:
@@ -160,8 +219,13 @@ def hint_from_proc(proc_root: str = PROC_ROOT) -> EngineHint:
         argv = [a.decode("utf-8", "replace") for a in raw.split(b"\0") if a]
         hint = hint_from_argv(argv, cwd=os.path.join(proc_root, pid, "cwd"))
         if hint is not None:
-            hints.add(hint)
-    return hints.pop() if len(hints) == 1 else EngineHint()
+            hints.setdefault(hint, []).append(pid)
+    if len(hints) != 1:
+        return EngineHint()
+    (hint, engine_pids), = hints.items()
+    if hint.kind is not EngineKind.SGLANG:
+        return hint
+    return replace(hint, force_shutdown=_force_shutdown(proc_root, engine_pids))
 
 
 def _pid_namespace(proc_root: str, pid: str) -> str | None:

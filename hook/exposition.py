@@ -40,6 +40,7 @@ from modeldrain.hook.gauges import (
     ENGINE_PREFIXES,
     PROCESS_START_METRIC,
     RESTART_COUNTERS,
+    SCHEDULER_HEARTBEATS,
     SGLANG_ROLE_LABEL,
     EngineKind,
     GaugeSet,
@@ -64,7 +65,8 @@ PARSE_SHARE = 0.8
 
 # Every name the reader keeps, and the escaped form prometheus-client's OpenMetrics output gives
 # names with ':' (sample names only, not their TYPE lines): each maps to the name it counts as.
-READ_NAMES = ALL_WORK_METRIC_NAMES | frozenset(RESTART_COUNTERS.values()) | {PROCESS_START_METRIC}
+READ_NAMES = (ALL_WORK_METRIC_NAMES | frozenset(RESTART_COUNTERS.values()) | frozenset(SCHEDULER_HEARTBEATS.values())
+              | {PROCESS_START_METRIC})
 CANONICAL: dict[str, str] = {**{n: n for n in READ_NAMES}, **{n.replace(":", "_"): n for n in READ_NAMES if ":" in n}}
 _KIND_BY_PREFIX = {prefix: kind for kind, prefix in ENGINE_PREFIXES.items()}
 _ROLE_BY_LABEL = {"unified": Role.UNIFIED, "null": Role.UNIFIED, "prefill": Role.PREFILL, "decode": Role.DECODE}
@@ -121,6 +123,12 @@ class Exposition:
         """Each present restart counter, summed over its series (finite sums only)."""
         sums = {n: sum(self.series[n]) for n in RESTART_COUNTERS.values() if n in self.series}
         return {n: v for n, v in sums.items() if math.isfinite(v)}
+
+    def heartbeat(self, kind: EngineKind) -> tuple[float, ...] | None:
+        """The engine's scheduler heartbeat series (gauges.SCHEDULER_HEARTBEATS), in body order; None
+        when the engine has none or the body carries none."""
+        name = SCHEDULER_HEARTBEATS.get(kind)
+        return self.series.get(name) if name is not None else None
 
 
 @dataclass(frozen=True)

@@ -109,6 +109,16 @@ RESTART_COUNTERS: dict[EngineKind, str] = {
     EngineKind.SGLANG: "sglang:num_requests_total",
 }
 
+# A counter each engine scheduler adds to from its own loop, between forward passes, never inside
+# one: SGLang 0.5.23 adds its CPU time to it at most once a second, idle or busy
+# (scheduler_components/metrics_reporter.py, _record_scheduler_time). Its work gauges are
+# republished from the same loop, so a zero read while this counter has not moved since the
+# previous read may be one the scheduler has not refreshed (measured: 16 long prompts read 0
+# with the counter still; its next advance came with num_queue_reqs 12: docs/engines.md).
+SCHEDULER_HEARTBEATS: dict[EngineKind, str] = {
+    EngineKind.SGLANG: "sglang:scheduler_process_cpu_seconds_total",
+}
+
 # The label SGLang puts on every scheduler series: the role the server runs as.
 SGLANG_ROLE_LABEL = "engine_type"
 

@@ -19,6 +19,7 @@ class ReadOutcome(enum.Enum):
     IDLE = "idle"  # complete envelope, every gauge sums to zero
     BUSY = "busy"  # complete envelope, work in flight
     INCOMPLETE = "incomplete"  # a gauge of the set is missing, or the engine is unknown
+    STALE = "stale"  # complete and zero, but the scheduler has not republished since the previous read
     TIMEOUT = "timeout"  # the read did not finish within its time
     RESET = "reset"  # the listener accepted, then closed without a whole response
     UNPARSEABLE = "unparseable"  # not an exposition (or not HTTP) we can parse
@@ -71,6 +72,8 @@ class Read:
     process_start_time: float | None = None
     # Counters that only grow within one engine process (gauges.RESTART_COUNTERS), summed.
     restart_counters: dict[str, float] = field(default_factory=dict)
+    # The scheduler heartbeat counter's series (gauges.SCHEDULER_HEARTBEATS), in body order.
+    heartbeat: tuple[float, ...] | None = None
     http_status: int | None = None
     body_bytes: int = 0
     # A worker's read of its leader made from a well-formed /v1/work answer (hook.leader): the

@@ -15,8 +15,10 @@ from modeldrain.hook.config import ReadConfig
 from modeldrain.hook.engine import EngineHint
 from modeldrain.hook.fetch import FetchError, fetch
 from modeldrain.hook.foreign_body import not_an_engine
-from modeldrain.hook.gauges import Role, gauge_set
+from modeldrain.hook.freshness import Heartbeat, stale_zero
+from modeldrain.hook.gauges import EngineKind, Role, gauge_set
 from modeldrain.hook.outcome import Read, ReadOutcome
+from modeldrain.hook.server_load import LOAD_PATH, MAX_LOAD_BODY_BYTES, ServerLoadError, parse_server_load
 from modeldrain.hook.target import Target
 
 
@@ -41,7 +43,26 @@ def _read(target: Target, hint: EngineHint, started_at: float, *, timeout_s: flo
     else:
         fetched = replace(base, http_status=response.status, body_bytes=len(response.body))
         read = classify_body(fetched, response.body, response.content_type, hint, deadline_at=started_at + timeout_s)
+        if read.outcome is ReadOutcome.IDLE and read.kind is EngineKind.VLLM and hint.server_load_tracking:
+            read = _with_server_load(read, target, deadline_at=started_at + timeout_s)
     return replace(read, duration_s=time.monotonic() - started_at)
+
+
+def _with_server_load(read: Read, target: Target, *, deadline_at: float) -> Read:
+    """An idle vLLM read stays idle only if /load also says 0 (hook/server_load.py); a /load that
+    cannot be read is doubt, and doubt is never idle."""
+    try:
+        response = fetch(replace(target, path=LOAD_PATH), timeout_s=max(0.0, deadline_at - time.monotonic()),
+                         max_body_bytes=MAX_LOAD_BODY_BYTES, accept="application/json")
+        load = parse_server_load(response.body)
+    except FetchError as exc:
+        return replace(read, outcome=ReadOutcome.INCOMPLETE, detail=f"the gauges read zero, but {LOAD_PATH}: {exc.detail}")
+    except ServerLoadError as exc:
+        return replace(read, outcome=ReadOutcome.INCOMPLETE, detail=f"the gauges read zero, but {exc}")
+    if load > 0:
+        return replace(read, outcome=ReadOutcome.BUSY, in_flight=load,
+                       detail=f"the gauges read zero, but {LOAD_PATH} counts {load:g} in the API server")
+    return replace(read, detail=f"{read.detail}; {LOAD_PATH} reads 0")
 
 
 def classify_body(fetched: Read, body: bytes, content_type: str, hint: EngineHint, *, deadline_at: float) -> Read:
@@ -68,7 +89,7 @@ def _classify(fetched: Read, parsed: exposition.Exposition, hint: EngineHint) ->
     """What the parsed samples say: the read's fields, its outcome and the words for it."""
     kind = hint.kind or parsed.kind
     read = replace(fetched, kind=kind, process_start_time=parsed.process_start_time,
-                   restart_counters=parsed.restart_counters)
+                   restart_counters=parsed.restart_counters, heartbeat=parsed.heartbeat(kind) if kind else None)
     if kind is None:
         return replace(read, outcome=ReadOutcome.INCOMPLETE, detail="no vllm: or sglang: work metrics: engine unknown")
     envelope = gauge_set(kind, hint.role or parsed.sglang_role or Role.UNIFIED)
@@ -91,15 +112,26 @@ class EngineReader:
     """The reader bound to its configuration. When the target refuses, the other places the engine
     can be are read in the same read's time, in order (ReadConfig.alternates: the other loopback
     address and the engine's own --host, then its own --port); a read is refused only when every
-    one refuses. The first place that answers is read from then on, and the move is said once."""
+    one refuses. The first place that answers is read from then on, and the move is said once.
+
+    It remembers the scheduler heartbeat of its latest read (hook/freshness.py): an idle read
+    whose heartbeat has not moved since is `stale`, never idle. One reader, read in order."""
 
     def __init__(self, config: ReadConfig, on_switch: Callable[[str], object] = lambda message: None):
         self._config = config
         self._on_switch = on_switch
         self.target = config.target
         self._places = (config.target, *config.alternates)
+        self._heartbeat: Heartbeat | None = None
 
     def read(self, timeout_s: float) -> Read:
+        read = self._read_places(timeout_s)
+        stale = stale_zero(self._heartbeat, read)
+        if read.heartbeat is not None:
+            self._heartbeat = read.heartbeat
+        return read if stale is None else replace(read, outcome=ReadOutcome.STALE, detail=stale)
+
+    def _read_places(self, timeout_s: float) -> Read:
         c = self._config
         deadline_at = time.monotonic() + timeout_s
         first = read_work(self.target, c.hint, timeout_s=timeout_s, max_body_bytes=c.max_body_bytes)

@@ -25,19 +25,20 @@ HOOK_LAYERS: dict[str, int] = {
     "modeldrain.hook.flags": 1, "modeldrain.hook.outcome": 1, "modeldrain.hook.clock": 1, "modeldrain.hook.annotations": 1,
     "modeldrain.hook.work_names": 1, "modeldrain.hook.framing": 1,
     "modeldrain.hook.token": 1, "modeldrain.hook.engine_argv": 1,
-    "modeldrain.hook.foreign_body": 1,
+    "modeldrain.hook.foreign_body": 1, "modeldrain.hook.server_load": 1,
     # the rules a manifest is checked by (`prestop lint`)
     "modeldrain.hook.manifest_rules": 2,
     # what each signal does to a drain (a stop, or ignored)
     "modeldrain.hook.signals": 1,
     # reading: argv, exposition, HTTP
     "modeldrain.hook.engine": 2, "modeldrain.hook.exposition": 2, "modeldrain.hook.fetch": 2,
+    "modeldrain.hook.freshness": 2,
     # a leader's drain-sidecar, read like the engine
     "modeldrain.hook.leader": 3,
     # the configuration: flags, annotations, argv, environment
     "modeldrain.hook.config": 4,
     # the one reader bound to its configuration; the pure decisions over reads
-    "modeldrain.hook.reader": 5, "modeldrain.hook.decision": 5,
+    "modeldrain.hook.reader": 5, "modeldrain.hook.decision": 5, "modeldrain.hook.exit_policy": 5,
     # the drain loop
     "modeldrain.hook.drain": 6,
     # entry points

@@ -55,6 +55,15 @@ def test_vllm_abort_drops_everything_and_exits_2s_later():
         assert engine.final_stats()["aborted"] == 3
 
 
+def test_vllm_shutdown_timeout_with_nothing_in_flight_exits_as_the_real_one_did():
+    # Real vLLM 0.32, --shutdown-timeout 20, SIGTERM after its last request ended: exit 3.9-4.6 s later.
+    with EngineProcess("--kind", "vllm", "--shutdown-timeout", "20") as engine:
+        engine.send_signal(signal.SIGTERM)
+        sent_at = time.monotonic()
+        assert engine.wait(15) == 0
+        assert 3.5 < time.monotonic() - sent_at < 6.5
+
+
 def test_vllm_shutdown_timeout_finishes_work_and_rejects_new():
     with EngineProcess("--kind", "vllm", "--shutdown-timeout", "10", "--drain-teardown-s", "0.2") as engine:
         running = Pending(engine, 1.5)

@@ -7,13 +7,15 @@ drops the replica 3 s after the delete, as a lagging router would (within the ro
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
 
 from emulation.kubelet import delete_pod
 from emulation.load import LoadGenerator, UniformDurations
-from engines.servers import completion_body, proc_root_of
+from engines.servers import RealEngine, completion_body, proc_root_of
+from modeldrain.hook.engine import SGLANG_FORCE_SHUTDOWN_ENV
 from tests.e2e.prestop_run import PRESTOP
 
 pytestmark = pytest.mark.engines
@@ -32,11 +34,14 @@ WARM_LOAD_S = 3.0
 RETURN_AFTER_LAST_REQUEST_MAX_S = 3.5
 # prestop's default wait before its first read.
 ROUTE_WAIT_S = 5.0
+# An SGLang server whose SIGTERM drains is handed its drain at the route wait's end: the hook's own
+# start-up and two /health reads (<= 0.5 s), plus slack for a loaded machine's process start.
+FOLLOW_RETURN_SLACK_S = 1.5
 
 
-def hook_argv(engine) -> list[str]:
+def hook_argv(engine, *extra: str) -> list[str]:
     return [PRESTOP, "--grace", str(GRACE_S), "--port", str(engine.port), "--proc-root", proc_root_of(engine),
-            "--quiet"]
+            "--quiet", *extra]
 
 
 def delete_under_load(engine):
@@ -61,8 +66,32 @@ def test_a_real_vllm_deleted_under_load_cuts_nothing_and_the_hook_returns_soon_a
     assert report.sigkill_at is None, describe(report)
 
 
-def test_a_real_sglang_deleted_under_load_serves_every_request(sglang):
+def hook_events(report) -> list[dict]:
+    """The hook's JSON lines (stderr; --quiet only keeps them off PID 1's stdout)."""
+    return [json.loads(line) for line in report.hook_stderr.splitlines() if line.startswith("{")]
+
+
+def test_a_real_sglang_deleted_under_load_is_handed_its_own_drain_and_serves_every_request(sglang):
     report = delete_under_load(sglang)
     assert report.hook_exit_code == 0 and not report.hook_abandoned, describe(report)
     assert report.load.in_flight == 0 and report.completed == report.load.sent >= CONCURRENCY, describe(report)
     assert report.sigkill_at is None and report.engine_exit_code == 0, describe(report)
+    # Its argv and environment seen, /health 200: the hook returns at the route wait's end, with
+    # requests still running, and SGLang's SIGTERM serves them (the late ones too).
+    events = hook_events(report)
+    started = next(e for e in events if e["event"] == "drain_started")
+    assert started["exit_policy"] == "follow_engine_drain", started["exit_policy_reason"]
+    assert events[-1]["outcome"] == "engine_drains", events[-1]
+    assert ROUTE_WAIT_S <= report.sigterm_at <= ROUTE_WAIT_S + FOLLOW_RETURN_SLACK_S, describe(report)
+
+
+def test_a_real_sglang_with_sgl_force_shutdown_is_drained_in_full(tier):
+    with RealEngine.sglang(tier, env={SGLANG_FORCE_SHUTDOWN_ENV: "1"}) as engine:
+        report = delete_under_load(engine)
+    assert report.hook_exit_code == 0 and not report.hook_abandoned, describe(report)
+    started = next(e for e in hook_events(report) if e["event"] == "drain_started")
+    assert started["exit_policy"] == "full_drain" and SGLANG_FORCE_SHUTDOWN_ENV in started["exit_policy_reason"]
+    # Polled to idle: nothing was left for the abort to hang.
+    assert report.load.in_flight == 0 and report.completed == report.load.sent >= CONCURRENCY, describe(report)
+    last_done = report.relative(report.load.last_finished_at)
+    assert last_done <= report.sigterm_at <= last_done + RETURN_AFTER_LAST_REQUEST_MAX_S, describe(report)

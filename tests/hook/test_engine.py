@@ -195,3 +195,48 @@ def test_the_process_table_is_proc_unless_the_environment_names_another():
     assert default_proc_root({}) == "/proc"
     assert default_proc_root({PROC_ROOT_ENV: ""}) == "/proc"
     assert default_proc_root({PROC_ROOT_ENV: "/elsewhere"}) == "/elsewhere"
+
+
+SGLANG_ARGV = ["python3", "-m", "sglang.launch_server", "--model-path", "m"]
+
+
+@pytest.mark.parametrize("environs, force", [
+    ([b"PATH=/bin\0HOME=/\0"], False),
+    ([b"PATH=/bin\0SGL_FORCE_SHUTDOWN=1\0"], True),
+    ([b"SGL_FORCE_SHUTDOWN=yes\0"], True),  # not one of SGLang's false words: taken for set
+    ([b"SGL_FORCE_SHUTDOWN=False\0"], False),
+    ([b"PATH=/bin\0", b"SGL_FORCE_SHUTDOWN=true\0"], True),  # set in one process of the engine
+    ([b"PATH=/bin\0", None], None),  # one process's environment unreadable: unknown
+    ([None], None),
+], ids=["unset", "set", "odd-word", "false", "one-of-two", "one-unreadable", "unreadable"])
+def test_the_engines_environment_says_whether_sglang_force_shutdown_is_set(tmp_path, environs, force):
+    root = _fake_proc(tmp_path, [SGLANG_ARGV] * len(environs))
+    for pid, environ in enumerate(environs, 1):
+        if environ is not None:
+            (tmp_path / str(pid) / "environ").write_bytes(environ)
+    hint = hint_from_proc(root)
+    assert hint.kind is EngineKind.SGLANG and hint.force_shutdown is force
+
+
+def test_vllm_s_environment_is_not_read(tmp_path):
+    root = _fake_proc(tmp_path, [["vllm", "serve", "m"]])
+    (tmp_path / "1" / "environ").write_bytes(b"SGL_FORCE_SHUTDOWN=1\0")
+    assert hint_from_proc(root).force_shutdown is None
+
+
+@pytest.mark.parametrize("words, rank", [([], 0), (["--node-rank", "1"], 1), (["--node-rank=0"], 0),
+                                         (["--node-rank", "x"], None)])
+def test_sglang_s_node_rank_is_read_from_its_argv(words, rank):
+    assert hint_from_argv(SGLANG_ARGV + words).node_rank == rank
+
+
+def test_a_flag_hint_takes_the_facts_of_the_engines_argv_and_environment():
+    proc = EngineHint(kind=EngineKind.SGLANG, source="cmdline", node_rank=0, force_shutdown=False)
+    merged = EngineHint(kind=EngineKind.SGLANG, source="flag").merged(proc)
+    assert (merged.node_rank, merged.force_shutdown, merged.source) == (0, False, "flag")
+
+
+@pytest.mark.parametrize("words, tracked", [([], False), (["--enable-server-load-tracking"], True),
+                                            (["--enable-server-load-tracking", "--no-enable-server-load-tracking"], False)])
+def test_vllm_s_server_load_tracking_is_read_from_its_argv(words, tracked):
+    assert hint_from_argv(["vllm", "serve", "m", *words]).server_load_tracking is tracked

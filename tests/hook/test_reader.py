@@ -196,3 +196,71 @@ def test_an_engine_on_ipv6_loopback_alone_is_read_there_not_taken_for_nothing_li
         assert b"Host: [::1]:%d\r\n" % server.port in server.requests[0]
     gone = reader.read(1.0)
     assert gone.outcome is ReadOutcome.REFUSED and "every place the engine can be" in gone.detail
+
+
+SGLANG_ZERO = (b'sglang:num_running_reqs{engine_type="unified"} 0\nsglang:num_queue_reqs{engine_type="unified"} 0\n'
+               b'# TYPE sglang:scheduler_process_cpu_seconds_total counter\n')
+
+
+def sglang_body(heartbeat_s: float) -> bytes:
+    return SGLANG_ZERO + f'sglang:scheduler_process_cpu_seconds_total{{engine_type="unified"}} {heartbeat_s}\n'.encode()
+
+
+def test_engine_reader_takes_an_sglang_zero_for_idle_only_after_the_scheduler_heartbeat_moved(serve):
+    bodies = iter([sglang_body(7.9), sglang_body(7.9), sglang_body(9.4), sglang_body(9.4)])
+    servers = [serve(canned(http_response(next(bodies)))) for _ in range(4)]
+    reader = EngineReader(config_for(servers[0]))
+    outcomes = []
+    for target in servers:
+        reader.target = target  # each server answers one body: the same reader reads them in order
+        read = reader.read(1.0)
+        outcomes.append(read.outcome)
+        assert read.heartbeat is not None and read.kind is EngineKind.SGLANG
+    # The first read has nothing to compare with (it can only be the first of two idle reads); the
+    # second's counter stood still (a forward pass holding the gauges); the third moved; the fourth
+    # stood still again.
+    assert outcomes == [ReadOutcome.IDLE, ReadOutcome.STALE, ReadOutcome.IDLE, ReadOutcome.STALE]
+    assert ReadOutcome.STALE.verdict == "busy" and not ReadOutcome.STALE.is_idle
+
+
+def by_path(serve, metrics: bytes, load: bytes | None):
+    """A server answering /load with `load` (None: HTTP 404) and anything else with `metrics`."""
+    def respond(conn):
+        asked = server.requests[-1]
+        if asked.startswith(b"GET /load "):
+            conn.sendall(http_response(load, content_type="application/json") if load is not None
+                         else http_response(b"not found", "404 Not Found"))
+        else:
+            conn.sendall(http_response(metrics))
+    target = serve(respond)
+    server = serve.servers[-1]
+    return target, server
+
+
+TRACKED = EngineHint(kind=EngineKind.VLLM, source="cmdline", server_load_tracking=True)
+
+
+@pytest.mark.parametrize("load, outcome, words", [
+    (b'{"server_load": 0}', ReadOutcome.IDLE, "/load reads 0"),
+    (b'{"server_load": 16}', ReadOutcome.BUSY, "/load counts 16 in the API server"),
+    (b'{"load": 0}', ReadOutcome.INCOMPLETE, "no server_load count"),
+    (b"<html>", ReadOutcome.INCOMPLETE, "no JSON"),
+    (None, ReadOutcome.INCOMPLETE, "404"),
+], ids=["zero", "tokenizing", "other-json", "not-json", "404"])
+def test_with_server_load_tracking_an_idle_vllm_read_is_idle_only_if_load_says_zero_too(serve, load, outcome, words):
+    target, server = by_path(serve, IDLE, load)
+    r = read(target, hint=TRACKED)
+    assert r.outcome is outcome and words in r.detail, r.detail
+    assert any(req.startswith(b"GET /load ") for req in server.requests)
+
+
+def test_without_the_flag_load_is_never_asked(serve):
+    target, server = by_path(serve, IDLE, b'{"server_load": 16}')
+    assert read(target, hint=EngineHint(kind=EngineKind.VLLM, source="cmdline")).outcome is ReadOutcome.IDLE
+    assert not any(req.startswith(b"GET /load ") for req in server.requests)
+
+
+def test_a_busy_read_does_not_ask_load(serve):
+    target, server = by_path(serve, BUSY, b'{"server_load": 0}')
+    assert read(target, hint=TRACKED).outcome is ReadOutcome.BUSY
+    assert not any(req.startswith(b"GET /load ") for req in server.requests)

@@ -16,6 +16,7 @@ import pytest
 from modeldrain import sidecar as package
 from modeldrain.hook.constants import IDLE_CONFIRM_GAP_S, ROUTE_WAIT_S
 from emulation.engine_process import EngineProcess
+from emulation.launch import LaunchShape
 from tests.engine_work import send_requests
 
 from .contract import assert_error, violations
@@ -194,3 +195,42 @@ def test_a_bad_grace_is_a_400(guarded, query):
 
 def test_the_other_v1_routes_still_need_the_token(guarded):
     assert guarded.request("GET", "/v1/work")[0] == 401
+
+
+def _sglang_proc(tmp_path, engine) -> str:
+    """A /proc that shows the engine alone, as a shared PID namespace shows the sidecar its engine."""
+    root = tmp_path / "proc"
+    root.mkdir()
+    (root / str(engine.pid)).symlink_to(f"/proc/{engine.pid}")
+    return str(root)
+
+
+def test_an_sglang_whose_sigterm_drains_is_handed_its_drain_when_the_sidecar_can_read_its_environment(tmp_path):
+    with (EngineProcess(launch=LaunchShape.SGLANG_MODULE) as engine,
+          SidecarProcess("--port", str(engine.port), "--proc-root", _sglang_proc(tmp_path, engine)) as s):
+        send_requests(engine, 1, duration_s=30.0)
+        results: list = []
+        call(s, "/v1/drain?grace=30", results)
+        kill_now(engine)
+    (status, answer, took_s, _), = results
+    assert status == 200 and answer["outcome"] == "engine_drains" and answer["exit_code"] == 0
+    assert not violations("DrainResult", answer)
+    assert ROUTE_WAIT_S - EARLY_SLACK_S <= took_s < ROUTE_WAIT_S + 1.5  # the route wait, not the 30 s request
+
+
+def test_an_sglang_whose_environment_the_sidecar_cannot_read_is_drained_in_full(tmp_path):
+    # The sidecar sees the engine's argv but not its environment (another user's process): a proc
+    # tree with the cmdline alone.
+    with EngineProcess(launch=LaunchShape.SGLANG_MODULE) as engine:
+        pid_dir = tmp_path / "proc" / str(engine.pid)
+        pid_dir.mkdir(parents=True)
+        pid_dir.joinpath("cmdline").write_bytes(Path(f"/proc/{engine.pid}/cmdline").read_bytes())
+        with SidecarProcess("--port", str(engine.port), "--proc-root", str(tmp_path / "proc")) as s:
+            send_requests(engine, 1, duration_s=3.0)
+            results: list = []
+            call(s, "/v1/drain?grace=30", results)
+            log = s.log_text()
+        kill_now(engine)
+    (status, answer, took_s, _), = results
+    assert status == 200 and answer["outcome"] == "idle", answer  # polled to idle: the request ran first
+    assert took_s >= 3.0 and "environment could not be read" in log  # drain_started's exit_policy_reason

@@ -1,0 +1,34 @@
+"""vLLM's `GET /load` (`{"server_load": N}`): the API server's requests from arrival to the end of
+their response, before and after the engine core's gauges count them.
+
+Measured on vLLM 0.32 (docs/engines.md): 16 long prompts read 0 in the two gauges for 0.71 s while
+they were tokenized; `/load` counted them 0.11 s after they were sent. It counts only with
+`--enable-server-load-tracking` (without it the route answers 0 forever), so the reader reads it
+only where the engine's argv turns it on (hook/engine.py), never by probing; and it is one API
+server process's count (`--api-server-count` > 1 undercounts).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+LOAD_PATH = "/load"
+# {"server_load": N} is a few bytes; a bigger body is no such answer.
+MAX_LOAD_BODY_BYTES = 4096
+
+
+class ServerLoadError(ValueError):
+    """The body is not vLLM's /load answer."""
+
+
+def parse_server_load(body: bytes) -> float:
+    """N from `{"server_load": N}`; raises ServerLoadError saying what is wrong."""
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        raise ServerLoadError(f"{LOAD_PATH} answered no JSON: {body[:80]!r}") from None
+    value = answer.get("server_load") if isinstance(answer, dict) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ServerLoadError(f"{LOAD_PATH} answered no server_load count: {body[:80]!r}")
+    return float(value)
