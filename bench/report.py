@@ -11,10 +11,10 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from bench.reliability import report as reliability_report
 from bench.drains import report as report_configurations
-from bench.fleet import report as fleet_report
 from bench.drains.quality import SCENARIOS, Strategy
+from bench.fleet import report as fleet_report
+from bench.reliability import report as reliability_report
 from bench.spread import Spread
 from bench.tables import DASH as _DASH
 from bench.tables import MIN_SECONDS_DIFFERENCE, Judged, verdict

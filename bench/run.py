@@ -33,15 +33,15 @@ from bench.costs import prestop as cost_prestop  # noqa: E402
 from bench.costs import reading as cost_reading  # noqa: E402
 from bench.costs import scrape as cost_scrape  # noqa: E402
 from bench.costs import sidecar as cost_sidecar  # noqa: E402
+from bench.costs.process import version_line  # noqa: E402
 from bench.drains import configurations as drain_configurations  # noqa: E402
 from bench.drains import quality as drain_quality  # noqa: E402
 from bench.fleet import part as fleet_part  # noqa: E402
 from bench.fleet import report as fleet_report  # noqa: E402
 from bench.fleet.measured import MissingMeasurement  # noqa: E402
 from bench.fleet.measured import from_results as fleet_measured  # noqa: E402
-from bench.reliability import part as reliability  # noqa: E402
 from bench.machine import CpuMeter, describe  # noqa: E402
-from bench.costs.process import version_line  # noqa: E402
+from bench.reliability import part as reliability  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 PARTS = ("prestop", "sidecar-start", "reading", "scrape", "sidecar", "reliability", "drain", "configurations", "fleet")

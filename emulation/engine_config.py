@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Sequence
 
 from emulation import constants
-from modeldrain.hook.flags import Parser, arg, parse_port, seconds_arg, whole_number_arg
 from emulation.misbehaviour import Misbehaviour
+from modeldrain.hook.flags import Parser, arg, parse_port, seconds_arg, whole_number_arg
 
 
 class EngineKind(enum.Enum):

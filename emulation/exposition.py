@@ -16,9 +16,8 @@ from __future__ import annotations
 import gzip
 import math
 from dataclasses import dataclass
-from typing import Iterable
-
 from functools import partial
+from typing import Iterable
 
 from prometheus_client.exposition import choose_encoder, gzip_accepted
 from prometheus_client.metrics_core import Metric

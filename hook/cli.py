@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from modeldrain.hook import __version__
 from modeldrain.hook.exitcodes import ExitCode
-from modeldrain.hook.signals import StopSignals, Stopped
+from modeldrain.hook.signals import Stopped, StopSignals
 
 if TYPE_CHECKING:
     from modeldrain.hook.events import EventLog

@@ -22,6 +22,7 @@ from modeldrain.hook.annotations import (
     default_annotations_file,
     read_annotations,
 )
+from modeldrain.hook.constants import LWS_LEADER_ADDRESS_ENV
 from modeldrain.hook.engine import EngineHint, default_proc_root, hint_from_proc
 from modeldrain.hook.events import CONTAINER_LOG
 from modeldrain.hook.flags import (
@@ -35,7 +36,6 @@ from modeldrain.hook.flags import (
     whole_number_arg,
 )
 from modeldrain.hook.gauges import DEFAULT_METRICS_PATH, DEFAULT_PORTS, EngineKind
-from modeldrain.hook.constants import LWS_LEADER_ADDRESS_ENV
 from modeldrain.hook.leader import LeaderConfig, leader_from_env, parse_leader_url
 from modeldrain.hook.target import Target, engine_hosts, on_hosts, usable_host
 from modeldrain.hook.token import read_token

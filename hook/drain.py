@@ -28,8 +28,8 @@ from modeldrain.hook.events import EventLog
 from modeldrain.hook.exit_policy import ExitPolicy, PolicyChoice, policy_after_health, policy_before_health
 from modeldrain.hook.fetch import FetchError, fetch
 from modeldrain.hook.foreign_body import NOT_AN_ENGINE
-from modeldrain.hook.outcome import Read, read_fields
 from modeldrain.hook.leader import LeaderReader
+from modeldrain.hook.outcome import Read, read_fields
 from modeldrain.hook.reader import EngineReader
 
 # While busy, a changed in-flight count is logged at most this often: a timeline people can

@@ -17,7 +17,6 @@ from modeldrain.hook.engine_argv import EngineArgs
 from modeldrain.hook.flags import parse_port
 from modeldrain.hook.gauges import EngineKind, Role
 
-
 # Where the engine's argv is read: this PID namespace's /proc, which in a Pod shows the engine.
 PROC_ROOT = "/proc"
 # Another tree to read instead, for the test suite: a test machine's /proc shows every engine run

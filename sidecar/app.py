@@ -14,20 +14,19 @@ from typing import Awaitable, Callable, Mapping
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from modeldrain.hook.constants import ADMITTED_GRACE_MAX_S, ADMITTED_GRACE_MIN_S
 from modeldrain.hook.events import EventLog
+from modeldrain.hook.flags import parse_seconds
 from modeldrain.sidecar import errors
 from modeldrain.sidecar.auth import TokenFile
 from modeldrain.sidecar.coalescer import Coalescer
-from modeldrain.hook.constants import ADMITTED_GRACE_MAX_S, ADMITTED_GRACE_MIN_S
-from modeldrain.hook.flags import parse_seconds
 from modeldrain.sidecar.command import CommandWatch
 from modeldrain.sidecar.constants import SERVER_HEADER
 from modeldrain.sidecar.drain_job import DrainJobs, DrainRefused
-from modeldrain.sidecar.work_answer import Identity, work_answer
 from modeldrain.sidecar.lifecycle import Lifecycle
 from modeldrain.sidecar.metrics import SidecarMetrics
 from modeldrain.sidecar.sampler import NumberedRead
-
+from modeldrain.sidecar.work_answer import Identity, work_answer
 
 # No route takes a body; anything larger than this is refused before it is read.
 MAX_REQUEST_BODY_BYTES = 1024

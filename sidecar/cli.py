@@ -20,25 +20,24 @@ from prometheus_client import disable_created_metrics
 
 from modeldrain.hook import __version__
 from modeldrain.hook.events import EventLog
-from modeldrain.hook.outcome import Read
 from modeldrain.hook.exitcodes import ExitCode
+from modeldrain.hook.outcome import Read
 from modeldrain.hook.signals import IGNORED_SIGNALS
 from modeldrain.sidecar import constants
 from modeldrain.sidecar.app import MALFORMED_ROUTE, REJECTED_ROUTE, Service, make_app
 from modeldrain.sidecar.auth import TokenFile
 from modeldrain.sidecar.coalescer import Coalescer
 from modeldrain.sidecar.command import CommandWatch
+from modeldrain.sidecar.config import SidecarConfig, resolve_config, sidecar_parser
 from modeldrain.sidecar.connections import ConnectionWatch
 from modeldrain.sidecar.drain_admission import DrainAdmission, drain_call_cap
 from modeldrain.sidecar.drain_job import DrainJobs
-from modeldrain.sidecar.config import SidecarConfig, sidecar_parser, resolve_config
-from modeldrain.sidecar.work_answer import Identity
 from modeldrain.sidecar.library_logs import route_library_logs
 from modeldrain.sidecar.lifecycle import Lifecycle, StopReason
 from modeldrain.sidecar.metrics import SidecarMetrics
 from modeldrain.sidecar.sampler import EngineSampler, NumberedRead
 from modeldrain.sidecar.site import LimitedTCPSite
-
+from modeldrain.sidecar.work_answer import Identity
 
 # While lingering, one loopback read every half second: the sidecar leaves within ~0.5 s of
 # the engine's listener closing, at the cost of two tiny scrapes a second for a few seconds.

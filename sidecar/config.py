@@ -13,15 +13,13 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from modeldrain.hook import __version__
-from modeldrain.hook.constants import LWS_GROUP_SIZE_ENV, LWS_WORKER_INDEX_ENV
 from modeldrain.hook.config import ReadConfig, add_target_flags, resolve_read_config
+from modeldrain.hook.constants import DEFAULT_GRACE_S, LWS_GROUP_SIZE_ENV, LWS_WORKER_INDEX_ENV, SIDECAR_PORT
 from modeldrain.hook.engine import EngineHint
 from modeldrain.hook.flags import Parser, arg, parse_listen, parse_port, seconds_arg, whole_number_arg
 from modeldrain.sidecar import constants
 from modeldrain.sidecar.auth import TokenFileError, read_token
 from modeldrain.sidecar.member import Member, PodIdentity, resolve_member
-from modeldrain.hook.constants import DEFAULT_GRACE_S, SIDECAR_PORT
-
 
 # The Pod's containers share one network namespace, so the port must clash with nothing the
 # engine binds: not vLLM's 8000 or SGLang's 30000 (and the ports SGLang derives above it),

@@ -12,9 +12,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-
-
-
 # GET /v1/drain needs no token (docs/sidecar-api.md, "Threat model"), so who may hold a drain call
 # is bounded per source address and in all. kubelet calls once per container whose preStop is the
 # httpGet (one in every manifest here), from its node's address, and may repeat a call (its

@@ -10,14 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NotRequired, TypedDict
 
+from modeldrain.hook.constants import SIDECAR_SCHEMA
 from modeldrain.hook.events import utc_timestamp
 from modeldrain.hook.outcome import ReadFields, read_fields
 from modeldrain.sidecar.command import EngineCommand
-
 from modeldrain.sidecar.member import Member, PodIdentity
 from modeldrain.sidecar.sampler import NumberedRead
-from modeldrain.hook.constants import SIDECAR_SCHEMA
-
 
 # Every response's `schema`: a client checks it before trusting the field layout. Bump the
 # version on any change a client could misread; adding an optional field is not one.

@@ -9,6 +9,7 @@ import pytest
 
 # Under CI=true a skip is a failure: these hooks apply it to every test and every collector.
 from tests.environment import pytest_make_collect_report, pytest_runtest_makereport  # noqa: F401
+
 # No program a test starts reads this machine's process table (tests/process_table.py).
 from tests.process_table import pytest_configure, pytest_unconfigure  # noqa: F401
 

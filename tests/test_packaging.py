@@ -12,8 +12,8 @@ from __future__ import annotations
 import email
 import os
 import re
-import socket
 import shutil
+import socket
 import subprocess
 import sys
 import zipfile

@@ -26,8 +26,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.costs.process import (GNU_TIME, ExecutableRuns, alternate, footprint, max_rss_kib, session_sum_kib,
-                                 version_line)
+from bench.costs.process import (
+    GNU_TIME,
+    ExecutableRuns,
+    alternate,
+    footprint,
+    max_rss_kib,
+    session_sum_kib,
+    version_line,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 IDLE_FIXTURE = REPO / "emulation" / "templates" / "vllm-0.32.0-cpu-metrics-idle.txt"

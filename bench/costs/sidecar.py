@@ -28,8 +28,16 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.costs.process import (GNU_TIME, ExecutableRuns, alternate, footprint, max_rss_kib, session_sum_kib,
-                                 tree_bytes, version_line)
+from bench.costs.process import (
+    GNU_TIME,
+    ExecutableRuns,
+    alternate,
+    footprint,
+    max_rss_kib,
+    session_sum_kib,
+    tree_bytes,
+    version_line,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 POLL_S = 0.002

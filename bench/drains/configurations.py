@@ -17,10 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from bench.drains import leader_worker
-from bench.drains import return_lag
-from bench.drains import shutdown_timeout
-from bench.drains import split_roles
+from bench.drains import leader_worker, return_lag, shutdown_timeout, split_roles
 from bench.pool import run_jobs
 
 # Concurrent deletions. A deletion is mostly waiting (the drain matrix's 8 at a time used ~0.2 of

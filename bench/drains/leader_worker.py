@@ -27,8 +27,18 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.drains.deletion import (IDLE, Deletion, RouterLoad, TailRequests, dead_port, delete_under_load, engine,
-                            hook_events, prestop_argv, seed_of)
+from bench.drains.deletion import (
+    IDLE,
+    Deletion,
+    RouterLoad,
+    TailRequests,
+    dead_port,
+    delete_under_load,
+    engine,
+    hook_events,
+    prestop_argv,
+    seed_of,
+)
 from emulation.kubelet import DeletionReport, delete_pod
 from emulation.load import SHORT_REQUESTS
 from tests.sidecar.sidecar_process import SidecarProcess

@@ -9,10 +9,7 @@ from __future__ import annotations
 import statistics
 from typing import Sequence
 
-from bench.drains import leader_worker
-from bench.drains import return_lag
-from bench.drains import shutdown_timeout
-from bench.drains import split_roles
+from bench.drains import leader_worker, return_lag, shutdown_timeout, split_roles
 from bench.spread import Spread
 from bench.tables import DASH, Judged, count, killed, metric, seconds, table, verdict
 from modeldrain.hook.constants import BUSY_POLL_INTERVAL_S, IDLE_CONFIRM_GAP_S, SPLIT_ROLE_EXIT_RESERVE_S

@@ -13,9 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from bench.fleet import calibration
+from bench.fleet import calibration, real_roll
 from bench.fleet import deletion as model
-from bench.fleet import real_roll
 from bench.fleet.loads import LOADS, LONG_SHARES, Load, mix, steady
 from bench.fleet.measured import Measured
 from bench.fleet.rollout import Policy, roll, scale_down

@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from bench.costs import sidecar as cost_sidecar
 from bench import report
+from bench.costs import sidecar as cost_sidecar
 
 CONSOLE_SCRIPT = Path(sys.executable).parent / "drain-sidecar"
 

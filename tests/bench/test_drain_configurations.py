@@ -7,13 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from bench.drains import leader_worker
+from bench.drains import leader_worker, return_lag, shutdown_timeout, split_roles
 from bench.drains import report as report_configurations
-from bench.drains import return_lag
-from bench.drains import shutdown_timeout
-from bench.drains import split_roles
-from bench.drains.deletion import RouterLoad, TailRequests, delete_under_load, engine, prestop_argv, route_lag_s, seed_of
 from bench.drains.configurations import all_cells
+from bench.drains.deletion import (
+    RouterLoad,
+    TailRequests,
+    delete_under_load,
+    engine,
+    prestop_argv,
+    route_lag_s,
+    seed_of,
+)
 from bench.drains.quality import CONSOLE_SCRIPT
 from bench.pool import run_jobs
 from bench.tables import Judged, killed, verdict

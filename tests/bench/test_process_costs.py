@@ -6,8 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from bench.costs.process import (GNU_TIME, ExecutableRuns, alternate, footprint, max_rss_kib, session_sum_kib,
-                                 tree_bytes, version_line)
+from bench.costs.process import (
+    GNU_TIME,
+    ExecutableRuns,
+    alternate,
+    footprint,
+    max_rss_kib,
+    session_sum_kib,
+    tree_bytes,
+    version_line,
+)
 
 
 def test_a_session_sums_the_memory_of_its_own_processes_only(tmp_path):

@@ -11,8 +11,7 @@ import signal
 import sys
 from pathlib import Path
 
-from bench.reliability import bodies
-from bench.reliability import cases
+from bench.reliability import bodies, cases
 from bench.reliability.hostile import CONSOLE_SCRIPT, OVERRUN_TOLERANCE_S, HostileRun, run_case, serving, summary
 from modeldrain.hook.events import MAX_LINE_BYTES
 

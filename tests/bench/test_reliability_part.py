@@ -6,9 +6,8 @@ import json
 
 import pytest
 
+from bench import report, run
 from bench.reliability import report as reliability_report
-from bench import report
-from bench import run
 from bench.reliability.fuzz import measure as fuzz_measure
 from bench.reliability.fuzz import parse_outcome
 from bench.reliability.hostile import summary

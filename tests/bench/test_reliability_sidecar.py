@@ -6,8 +6,7 @@ import asyncio
 
 import pytest
 
-from bench.reliability import bodies
-from bench.reliability import cases
+from bench.reliability import bodies, cases
 from bench.reliability import sidecar as reliability_sidecar
 from bench.reliability.attack import attack
 from bench.reliability.availability import counter_deltas, sidecar_counters, slope_per_min

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tests import environment
 from modeldrain.hook.engine import PROC_ROOT_ENV
+from tests import environment
 from tests.builds import ARM64_BUILD_TIMEOUT_S, BUILD_TIMEOUT_S, exclusive, make, require_bundle_toolchain
 from tests.conftest import REPO
 from tests.process_table import empty_process_table

@@ -20,8 +20,13 @@ import pytest
 
 from tests import builds, environment
 from tests.conftest import REPO
-from tests.deploy.manifests import (PRESTOP_IMAGE_REPO, SIDECAR_IMAGE_REPO, PodTemplate, images_built_in_deploy,
-                                    pod_templates)
+from tests.deploy.manifests import (
+    PRESTOP_IMAGE_REPO,
+    SIDECAR_IMAGE_REPO,
+    PodTemplate,
+    images_built_in_deploy,
+    pod_templates,
+)
 
 from .kubelet import Pod
 from .podman import Podman

@@ -17,8 +17,14 @@ from tests import environment
 from tests.conftest import REPO
 from tests.deploy import test_manifests as checks
 from tests.deploy.flows import CONTROLLER_NAMESPACE, World
-from tests.deploy.manifests import (Document, PodTemplate, is_sidecar_image, pod_templates, poststart_command,
-                                    prestop_command)
+from tests.deploy.manifests import (
+    Document,
+    PodTemplate,
+    is_sidecar_image,
+    pod_templates,
+    poststart_command,
+    prestop_command,
+)
 
 FIXTURES = Path(__file__).parent / "kustomize"
 COMPONENTS = REPO / "deploy" / "kustomize"

@@ -13,9 +13,21 @@ from kubernetes_validate import utils as k8s_schema
 
 from modeldrain.hook import __version__
 from modeldrain.hook.manifest_rules import lint
-from tests.deploy.manifests import (PRESTOP_IMAGE_REPO, SIDECAR_IMAGE_REPO, SIDECAR_PORT, Document, PodTemplate, documents,
-                                    images_built_in_deploy, is_hook_install, is_sidecar_image, manifests,
-                                    pod_templates, prestop_command, prestop_http)
+from tests.deploy.manifests import (
+    PRESTOP_IMAGE_REPO,
+    SIDECAR_IMAGE_REPO,
+    SIDECAR_PORT,
+    Document,
+    PodTemplate,
+    documents,
+    images_built_in_deploy,
+    is_hook_install,
+    is_sidecar_image,
+    manifests,
+    pod_templates,
+    prestop_command,
+    prestop_http,
+)
 
 DOCUMENTS = documents()
 TEMPLATES = pod_templates(DOCUMENTS)

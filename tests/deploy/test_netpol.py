@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from tests.deploy.netpol import (Cluster, ContainerPort, External, InvalidPolicy, Node, Pod, Policy,
-                                 selector_matches)
+from tests.deploy.netpol import Cluster, ContainerPort, External, InvalidPolicy, Node, Pod, Policy, selector_matches
 
 # The documentation's first example, as it prints it.
 TEST_NETWORK_POLICY = """

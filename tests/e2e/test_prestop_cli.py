@@ -12,7 +12,6 @@ import pytest
 
 from emulation.engine_process import EngineProcess, free_port
 from modeldrain.hook.signals import IGNORED_SIGNALS
-
 from tests.engine_work import send_requests
 from tests.pipes import fill
 

@@ -8,7 +8,6 @@ import time
 import pytest
 
 from emulation.engine_process import EngineProcess, free_port
-
 from tests.engine_work import send_requests
 
 from .prestop_run import FAST, FAST_DEADLINE_S, run_prestop

@@ -11,7 +11,6 @@ import trustme
 
 from emulation.engine_process import EngineProcess, free_port
 from emulation.launch import LaunchShape
-
 from tests.engine_work import send_requests
 
 from .prestop_run import FAST, PRESTOP, run_prestop

@@ -12,10 +12,9 @@ import pytest
 
 from emulation.engine_process import EngineProcess
 from tests.engine_work import send_requests
+from tests.environment import require_executable, require_root
 from tests.sidecar.secret_volume import k8s_secret
 from tests.sidecar.sidecar_process import SidecarProcess
-
-from tests.environment import require_executable, require_root
 
 from .prestop_run import NO_PROCESSES, PRESTOP, run_prestop, start_prestop
 

@@ -18,6 +18,7 @@ from modeldrain.sidecar import retirement
 from tests.environment import require_executable, require_root
 from tests.sidecar.contract import assert_work
 from tests.sidecar.sidecar_process import SidecarProcess, kill_now
+
 from .link_local import LinkLocalPair
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]

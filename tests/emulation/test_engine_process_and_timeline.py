@@ -73,6 +73,7 @@ def test_an_idle_keep_alive_is_closed_5_s_after_its_last_response_as_vllm_does()
     # vLLM: VLLM_HTTP_TIMEOUT_KEEP_ALIVE=5 (ENGINES.md); a router-less retirement waits for exactly this.
     import http.client
     import socket as socket_module
+
     from emulation.engine_process import EngineProcess
     with EngineProcess("--kind", "vllm") as engine:
         connection = http.client.HTTPConnection("127.0.0.1", engine.port, timeout=10)

@@ -2,9 +2,8 @@
 
 import pytest
 
-from modeldrain.hook.target import Target
-
 from emulation.raw_server import RawServer
+from modeldrain.hook.target import Target
 
 
 @pytest.fixture

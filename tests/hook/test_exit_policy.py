@@ -11,7 +11,6 @@ from modeldrain.hook.engine import EngineHint
 from modeldrain.hook.exit_policy import ExitPolicy, policy_after_health, policy_before_health
 from modeldrain.hook.exitcodes import ExitCode
 from modeldrain.hook.gauges import EngineKind, Role
-
 from tests.hook import test_drain
 from tests.hook.test_drain import BUSY3, T0, FakeClock, ScriptedEngine, config
 

@@ -5,7 +5,14 @@ import time
 import pytest
 
 from modeldrain.hook import exposition
-from modeldrain.hook.exposition import CANDIDATE_SUBSTRINGS, READ_NAMES, ExpositionError, ParseTimeout, measure, parse_whole
+from modeldrain.hook.exposition import (
+    CANDIDATE_SUBSTRINGS,
+    READ_NAMES,
+    ExpositionError,
+    ParseTimeout,
+    measure,
+    parse_whole,
+)
 from modeldrain.hook.gauges import EngineKind, Role, gauge_set
 
 OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"

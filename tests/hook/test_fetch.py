@@ -1,18 +1,17 @@
 """One bounded GET over real loopback sockets: what it sends, and how each failure is classified."""
 
 import socket
-import threading
 import ssl
+import threading
 import time
 
 import pytest
 import trustme
 
+from emulation.raw_server import canned, drip, hang, http_response
 from modeldrain.hook.fetch import FetchError, fetch
 from modeldrain.hook.outcome import ReadOutcome
 from modeldrain.hook.target import Target
-
-from emulation.raw_server import canned, drip, hang, http_response
 
 BODY = b"vllm:num_requests_running 2\nvllm:num_requests_waiting 1\n"
 

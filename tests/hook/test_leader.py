@@ -6,12 +6,11 @@ from dataclasses import replace
 
 import pytest
 
+from emulation.raw_server import canned, http_response
 from modeldrain.hook.constants import SIDECAR_SCHEMA
 from modeldrain.hook.leader import LeaderConfig, LeaderReader, leader_from_env, parse_leader_url
 from modeldrain.hook.outcome import ReadOutcome
 from modeldrain.hook.target import Target
-
-from emulation.raw_server import canned, http_response
 
 
 @pytest.mark.parametrize("text, host, port, path", [

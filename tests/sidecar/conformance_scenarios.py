@@ -23,11 +23,9 @@ from modeldrain.hook.gauges import EngineKind, Role, gauge_set
 from modeldrain.hook.outcome import Read, ReadOutcome
 from modeldrain.sidecar.command import CommandSource, EngineCommand
 from modeldrain.sidecar.connections import RECENT_DATA_WINDOW_S, ConnectionCount
-from modeldrain.sidecar.work_answer import Identity, work_answer
-from modeldrain.sidecar.sampler import RunTracker
-from modeldrain.sidecar.sampler import Evidence, Incarnation
 from modeldrain.sidecar.member import Member, PodIdentity
-from modeldrain.sidecar.sampler import NumberedRead
+from modeldrain.sidecar.sampler import Evidence, Incarnation, NumberedRead, RunTracker
+from modeldrain.sidecar.work_answer import Identity, work_answer
 
 REPO = Path(__file__).resolve().parents[2]
 TABLE_DIR = REPO / "conformance" / "retirement"

@@ -1,6 +1,7 @@
 import pytest
 
 from emulation.engine_process import EngineProcess
+
 from .sidecar_process import SidecarProcess, kill_now
 
 

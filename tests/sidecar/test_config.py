@@ -6,8 +6,7 @@ import sys
 import pytest
 
 from modeldrain.hook.exitcodes import ExitCode
-from modeldrain.sidecar.config import sidecar_parser, resolve_config
-from modeldrain.sidecar.config import DEFAULT_LISTEN_PORT
+from modeldrain.sidecar.config import DEFAULT_LISTEN_PORT, resolve_config, sidecar_parser
 from modeldrain.sidecar.member import Member, PodIdentity
 
 

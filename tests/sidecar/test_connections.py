@@ -19,6 +19,7 @@ from modeldrain.sidecar.connections import count_connections, outside, recent
 from modeldrain.sidecar.pod_addresses import own_networks
 from modeldrain.sidecar.sock_diag import DataAge, SockDiagError, data_ages
 from modeldrain.sidecar.socket_table import Connection, established
+
 from .contract import assert_work
 from .sidecar_process import SidecarProcess
 

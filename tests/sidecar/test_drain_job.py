@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from modeldrain import sidecar as package
-from modeldrain.hook.constants import IDLE_CONFIRM_GAP_S, ROUTE_WAIT_S
 from emulation.engine_process import EngineProcess
 from emulation.launch import LaunchShape
+from modeldrain import sidecar as package
+from modeldrain.hook.constants import IDLE_CONFIRM_GAP_S, ROUTE_WAIT_S
 from tests.engine_work import send_requests
 
 from .contract import assert_error, violations

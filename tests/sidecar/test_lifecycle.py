@@ -6,6 +6,7 @@ import time
 
 from emulation.engine_process import EngineProcess, free_port
 from modeldrain.hook.signals import IGNORED_SIGNALS
+
 from .sidecar_process import SidecarProcess, kill_now
 
 

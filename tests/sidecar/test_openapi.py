@@ -17,8 +17,9 @@ from modeldrain.hook.outcome import ReadOutcome
 from modeldrain.sidecar import app, errors
 from modeldrain.sidecar.command import CommandSource
 from modeldrain.sidecar.config import DEFAULT_LISTEN_PORT
-from modeldrain.sidecar.work_answer import SCHEMA_VERSION
 from modeldrain.sidecar.sampler import Evidence
+from modeldrain.sidecar.work_answer import SCHEMA_VERSION
+
 from .contract import SCHEMAS, SPEC, SPEC_PATH, assert_error, assert_work, violations
 from .secret_volume import k8s_secret
 from .sidecar_process import SidecarProcess, kill_now

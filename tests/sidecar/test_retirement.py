@@ -12,6 +12,7 @@ from emulation.engine_process import EngineProcess
 from emulation.raw_server import RawServer, canned
 from modeldrain.sidecar import retirement
 from modeldrain.sidecar.retirement import Answer, ExpectedPod, MemberEndpoint, Reason, Retirement, RetirementVerdict
+
 from .conformance_scenarios import Sidecar
 from .contract import assert_work
 from .sidecar_process import SidecarProcess, kill_now

@@ -13,6 +13,7 @@ import pytest
 from emulation.engine_process import EngineProcess
 from emulation.launch import LaunchShape, launch_command
 from modeldrain.hook.exitcodes import ExitCode
+
 from .secret_volume import k8s_secret
 from .sidecar_process import SidecarProcess, kill_now
 

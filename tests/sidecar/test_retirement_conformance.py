@@ -6,6 +6,7 @@ import json
 import pytest
 
 from modeldrain.sidecar import retirement
+
 from .conformance_scenarios import FORMAT, TABLE_DIR, rendered
 from .contract import assert_work
 

@@ -6,9 +6,9 @@ import pytest
 
 from emulation.engine_process import EngineProcess
 from emulation.raw_server import RawServer, canned
+from modeldrain.sidecar.sampler import Evidence, IncarnationTracker, Observation, RunTracker
+
 from .sidecar_process import SidecarProcess, kill_now
-from modeldrain.sidecar.sampler import RunTracker
-from modeldrain.sidecar.sampler import Evidence, IncarnationTracker, Observation
 
 # mode (and its parameters) -> (outcome, verdict, complete)
 MISBEHAVIOURS = {

@@ -14,7 +14,6 @@ from modeldrain.sidecar.site import JsonErrorRequestHandler, LimitedTCPSite
 
 from .sidecar_process import SidecarProcess
 
-
 # --- the aiohttp internals sidecar/site.py relies on: a change fails here, not in production ---
 
 def test_aiohttp_is_a_version_this_contract_was_checked_against():

@@ -5,11 +5,9 @@ import json
 from modeldrain.hook.gauges import EngineKind, Role
 from modeldrain.hook.outcome import Read, ReadOutcome, read_fields
 from modeldrain.sidecar.command import CommandSource, EngineCommand
-from modeldrain.sidecar.work_answer import SCHEMA_VERSION
-from modeldrain.sidecar.work_answer import Identity, work_answer
-from modeldrain.sidecar.sampler import Evidence, Incarnation
 from modeldrain.sidecar.member import Member, PodIdentity
-from modeldrain.sidecar.sampler import NumberedRead
+from modeldrain.sidecar.sampler import Evidence, Incarnation, NumberedRead
+from modeldrain.sidecar.work_answer import SCHEMA_VERSION, Identity, work_answer
 
 IDENTITY = Identity(instance="0" * 32, version="0.1.0", started_at_unix=0.0,
                     pod=PodIdentity("team-a", "replica-0-abc", "6f1c-uid"),
