@@ -367,6 +367,30 @@ def _routerless_section(part: dict) -> list[str]:
     return lines
 
 
+def _real_engines_section(part: dict) -> list[str]:
+    """Real vLLM deletions (bench/engines/deletions.py) beside the emulator's tables above."""
+    lines = ["## Real vLLM deletions under load (bench/engines/deletions.py)", "",
+             f"`{part['command']}` ({part['engine']}; {part['wall_s'] / 60:.1f} min, load average "
+             f"{part['load_average_at_end']} at the end): a fresh real engine per deletion, eight clients sending "
+             "6-9 s completions, the replica dropped by the router 3 s after the delete, G = 30 s. *Held idle*: "
+             "the engine's exit minus the end of the last request it completed. *Lag*: the last request's end "
+             "to prestop's return (its SIGTERM).", ""]
+    header = ["strategy", "completed", "cut", "rejected", "refused", "SIGKILL", "SIGTERM at, s", "engine exit, s",
+              "held idle, s", "lag, s"]
+    rows = [[r["strategy"], str(r["completed"]), str(r["cut"]), str(r["rejected"]), str(r["refused"]),
+             "yes" if r["sigkill"] else "no", f"{r['sigterm_at_s']:.2f}",
+             "–" if r["engine_exit_s"] is None else f"{r['engine_exit_s']:.2f}",
+             "–" if r["held_idle_s"] is None else f"{r['held_idle_s']:.2f}",
+             "–" if r["return_lag_s"] is None else f"{r['return_lag_s']:.2f}"] for r in part["runs"]]
+    lines += _table(header, rows)
+    if part.get("return_lag_median_s") is not None:
+        low, high = part["return_lag_range_s"]
+        lines += ["", f"prestop's lag from the last request to its return: median {part['return_lag_median_s']:.2f} s "
+                  f"({low:.2f}-{high:.2f}) over {sum(r['return_lag_s'] is not None for r in part['runs'])} real "
+                  "deletions.", ""]
+    return lines
+
+
 def render(results: dict) -> str:
     meta = results["meta"]
     lines = [
@@ -390,6 +414,8 @@ def render(results: dict) -> str:
         lines += report_configurations.render(results["configurations"])
     if "routerless" in results:
         lines += _routerless_section(results["routerless"])
+    if "real_engines" in results:
+        lines += _real_engines_section(results["real_engines"])
     if "fleet" in results:
         lines += fleet_report.render(results["fleet"])
     lines += ["## Cost of every part", ""]
