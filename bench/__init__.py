@@ -14,6 +14,8 @@ Module map (bench/README.md has the longer one):
   (measured.py), set against real deletions (calibration.py) and a real roll of six (real_roll.py).
 - engines/: the real engines' request lifecycle (lifecycle.py; needs `make engines`): which signal
   shows each phase of a request and how late (docs/engines.md's tables).
+  deletions.py: real vLLM replicas deleted under load, prestop against sleep 5 and no hook, and
+  the lag from the last request to prestop's return (RESULTS.md, "Real vLLM deletions").
 - reliability/: hostile inputs, differential fuzzing, availability under attack and a soak
   (part.py runs them; cases.py, bodies.py the inputs; report.py the tables).
 """
