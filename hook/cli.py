@@ -220,9 +220,9 @@ def install_command(argv: list[str]) -> int:
 
 
 def lint_command(argv: list[str]) -> int:
-    from modeldrain.hook.lint_cli import main as lint_main
+    from modeldrain.hook.lint_cli import run_lint
 
-    return lint_main(argv)
+    return run_lint(argv)
 
 
 SUBCOMMANDS = {"check": check_command, "version": version_command, "install": install_command, "lint": lint_command}

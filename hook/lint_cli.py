@@ -84,7 +84,7 @@ def templates_in(path: str) -> list[PodTemplate]:
     return out
 
 
-def main(argv: list[str]) -> int:
+def run_lint(argv: list[str]) -> int:
     parser = lint_parser()
     args = parser.parse_args(argv)
     findings: list[Finding] = []

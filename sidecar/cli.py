@@ -204,7 +204,7 @@ def _write_ready_file(path: str, address: tuple[str, int]) -> None:
     os.replace(tmp, path)  # readers never see a half-written file
 
 
-def main(argv: list[str] | None = None) -> int:
+def serve_main(argv: list[str] | None = None) -> int:
     # The sidecar stops for SIGTERM (the linger), SIGINT and SIGQUIT (at once); every other signal
     # whose default would end or freeze it is stray here (no reload on SIGHUP: the token file is
     # re-read by itself) and is ignored, the hook's table (docs/sidecar-api.md, Signals).
@@ -230,4 +230,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(serve_main())

@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     if args[:1] == [RETIREMENT]:
         from modeldrain.sidecar import retirement_cli
 
-        return retirement_cli.main(args[1:])
+        return retirement_cli.run_retirement(args[1:])
     missing = missing_server_module()
     if missing is not None:
         print(f"drain-sidecar: error: cannot import {missing}; install the sidecar's dependencies: "
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         return ExitCode.USAGE
     from modeldrain.sidecar import cli
 
-    return cli.main(args)
+    return cli.serve_main(args)
 
 
 if __name__ == "__main__":

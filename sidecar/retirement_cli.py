@@ -83,7 +83,7 @@ def parse_members(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
     return [retirement.MemberEndpoint(url, pods[i] if pods else None) for i, url in enumerate(urls)]
 
 
-def main(argv: list[str]) -> int:
+def run_retirement(argv: list[str]) -> int:
     parser = retirement_parser()
     args = parser.parse_args(argv)
     members = parse_members(parser, args)

@@ -21,6 +21,24 @@ def public_definitions() -> dict[str, list[str]]:
     return defined
 
 
+def console_script_targets() -> set[tuple[str, str]]:
+    """(file, function) of each program pyproject installs: `main` by convention, one per program."""
+    import tomllib
+
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    targets = set()
+    for target in scripts.values():
+        module, _, function = target.partition(":")
+        targets.add((module.removeprefix("modeldrain.").replace(".", "/") + ".py", function))
+    return targets
+
+
 def test_no_public_name_is_defined_twice():
-    twice = {name: paths for name, paths in public_definitions().items() if len(paths) > 1 and name != "main"}
+    entry_points = console_script_targets()
+    twice = {name: paths for name, paths in public_definitions().items() if len(paths) > 1
+             and not all((path, name) in entry_points for path in paths)}
     assert not twice, f"one name, several definitions: {twice}"
+
+
+def test_only_the_programs_entry_points_share_a_name():
+    assert console_script_targets() == {("hook/cli.py", "main"), ("sidecar/main.py", "main")}
