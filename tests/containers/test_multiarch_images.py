@@ -7,6 +7,7 @@ qemu, through binfmt_misc)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -35,7 +36,9 @@ IMAGES = {
 }
 INDEX_MEDIA_TYPE = "application/vnd.oci.image.index.v1+json"
 ARCHES = {"amd64": "x86_64", "arm64": "aarch64"}  # the platform's architecture -> uname -m inside
-STORE = "multiarch"
+# One store per xdist worker, as the other container tests have: a worker's teardown must not
+# remove the store another worker's podman is running in.
+STORE = f"multiarch-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"
 CONTAINERS_SH = REPO / "build" / "containers.sh"
 SETUP_TIMEOUT_S = 300
 # The registry side, from Debian: skopeo pushes the whole index (podman 4.3 cannot), and
