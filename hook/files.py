@@ -16,6 +16,10 @@ class SmallFileError(OSError):
     """The file cannot be read as a small regular file; the message says why, for a person."""
 
 
+class FileTooLargeError(SmallFileError):
+    """The file is larger than the caller's bound (a caller may word that in its own terms)."""
+
+
 def read_small_file(path: str, max_bytes: int) -> bytes:
     """The whole content of `path`, a regular file of at most `max_bytes`; raises SmallFileError."""
     try:
@@ -35,7 +39,7 @@ def read_small_file(path: str, max_bytes: int) -> bytes:
             chunks.append(chunk)
             size += len(chunk)
         if size > max_bytes:
-            raise SmallFileError(f"cannot read {path}: larger than {max_bytes} bytes")
+            raise FileTooLargeError(f"cannot read {path}: larger than {max_bytes} bytes")
         return b"".join(chunks)
     except SmallFileError:
         raise

@@ -12,6 +12,8 @@ from __future__ import annotations
 import ipaddress
 import os
 
+from modeldrain.sidecar.socket_table import read_kernel_table
+
 # fib_trie marks an address of this host as "/<prefix> host LOCAL" under the line that names it.
 FIB_LOCAL_SUFFIX = "host LOCAL"
 MAX_TABLE_BYTES = 1024 * 1024  # a Pod has a handful of addresses; a larger file is not one of these
@@ -34,17 +36,7 @@ def own_networks(proc_root: str) -> tuple[Network, ...]:
 
 
 def _read(path: str) -> str:
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_TABLE_BYTES + 1)
-    except OSError as exc:
-        raise PodAddressError(f"cannot read {path}: {exc.strerror or exc}") from None
-    if len(raw) > MAX_TABLE_BYTES:
-        raise PodAddressError(f"{path} is over {MAX_TABLE_BYTES} bytes")
-    try:
-        text = raw.decode("ascii")
-    except UnicodeDecodeError:
-        raise PodAddressError(f"{path} is not ASCII") from None
+    text = read_kernel_table(path, MAX_TABLE_BYTES, PodAddressError)
     if text and not text.endswith("\n"):
         raise PodAddressError(f"{path} is cut off mid-line")
     return text

@@ -17,6 +17,8 @@ import sys
 from dataclasses import dataclass
 from typing import Collection
 
+from modeldrain.hook.files import FileTooLargeError, SmallFileError, read_small_file
+
 # The kernel's table header starts so; anything else is not the table we know.
 HEADER_START = "sl"
 STATE_ESTABLISHED = "01"
@@ -57,18 +59,24 @@ def established(proc_root: str, ports: Collection[int], max_bytes: int = MAX_TAB
     return found
 
 
-def _read(path: str, max_bytes: int) -> str:
+def read_kernel_table(path: str, max_bytes: int, error: type[Exception]) -> str:
+    """A /proc/net table as text, read by the programs' one bounded small-file reader (never held
+    by a FIFO, never more than `max_bytes`), then ASCII as the kernel writes it; `error` names the
+    module whose table it is (the socket table, the Pod's addresses)."""
     try:
-        with open(path, "rb") as f:
-            raw = f.read(max_bytes + 1)
-    except OSError as exc:
-        raise SocketTableError(f"cannot read {path}: {exc.strerror or exc}") from None
-    if len(raw) > max_bytes:
-        raise SocketTableError(f"{path} is over {max_bytes} bytes")
+        raw = read_small_file(path, max_bytes)
+    except FileTooLargeError:
+        raise error(f"{path} is over {max_bytes} bytes") from None
+    except SmallFileError as exc:
+        raise error(str(exc)) from None
     try:
         return raw.decode("ascii")
     except UnicodeDecodeError:
-        raise SocketTableError(f"{path} is not ASCII") from None
+        raise error(f"{path} is not ASCII") from None
+
+
+def _read(path: str, max_bytes: int) -> str:
+    return read_kernel_table(path, max_bytes, SocketTableError)
 
 
 def _line_pattern(address_bytes: int) -> re.Pattern[str]:
