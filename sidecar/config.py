@@ -143,7 +143,7 @@ def resolve_config(args: argparse.Namespace, parser: argparse.ArgumentParser,
     host, port = args.listen
     read = resolve_read_config(args)
     # The engine's serving ports: the target's, and any other port it can be found on (its own --port).
-    engine_ports = list(dict.fromkeys([read.target.port, *(alternate.port for alternate in read.alternates)]))
+    engine_ports = [read.target.port, *(alternate.port for alternate in read.alternates)]  # sorted and deduped below
     pod = PodIdentity(
         namespace=args.pod_namespace or env.get(POD_NAMESPACE_ENV) or None,
         name=args.pod_name or env.get(POD_NAME_ENV) or None,
