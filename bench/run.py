@@ -149,7 +149,7 @@ def run_drain(prestop: Path, shown_as: str, graces_s: tuple[float, ...], repeats
 
 
 def run_fleet(results: dict, prestop: Path, quick: bool) -> dict:
-    """The fleet simulation from this run's (or the last run's) drain figures, its real roll, its plot."""
+    """The fleet simulation from its own deletions' pools (set beside the drain matrix's), its real roll, its plot."""
     result = fleet_part.measure(results, fleet_measured(results), prestop, quick, progress=_log)
     _log(f"fleet: plot written to {fleet_report.plot(result).relative_to(HERE.parent)}")
     return result

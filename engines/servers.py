@@ -10,14 +10,17 @@ SGLang's scheduler and detokenizer) end with it: a test that fails leaves nothin
 from __future__ import annotations
 
 import http.client
+import json
 import os
 import signal
 import socket
+import statistics
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Protocol, Sequence
 
 from engines.tier import Tier
 
@@ -150,7 +153,11 @@ class RealEngine:
         self.stop()
 
 
-def proc_root_of(engine: RealEngine) -> str:
+class Started(Protocol):
+    process: subprocess.Popen | None
+
+
+def proc_root_of(engine: Started) -> str:
     """A /proc that shows only this engine's server process: what the hook sees in its own Pod.
 
     The machine's /proc shows every engine other tests run; the hook reads the engine's argv (its
@@ -169,14 +176,56 @@ SECONDS_PER_TOKEN = {"vllm": 0.005, "sglang": 0.03}
 PROMPT = "the replica drains its queue before the pod goes away"
 
 
-def completion_body(kind: str) -> Callable[[float, bool], dict]:
+def completion_body(kind: str, max_model_len: int = MAX_MODEL_LEN,
+                    seconds_per_token: float | None = None) -> Callable[[float, bool], dict]:
     """/v1/completions bodies that run about duration_s on `kind`: ignore_eos holds each to its
-    max_tokens (random weights would otherwise stop at a random end-of-sequence token)."""
-    seconds_per_token = SECONDS_PER_TOKEN[kind]
+    max_tokens (random weights would otherwise stop at a random end-of-sequence token), within the
+    engine's `max_model_len` less room for the prompt. `seconds_per_token`: measured on this engine
+    (measure_seconds_per_token), else the figure above."""
+    seconds_per_token = seconds_per_token or SECONDS_PER_TOKEN[kind]
 
     def body(duration_s: float, stream: bool) -> dict:
-        tokens = max(1, min(MAX_MODEL_LEN - 64, round(duration_s / seconds_per_token)))
+        tokens = max(1, min(max_model_len - 64, round(duration_s / seconds_per_token)))
         return {"model": SERVED_MODEL_NAME, "prompt": PROMPT, "max_tokens": tokens, "ignore_eos": True,
                 "temperature": 0.0, "stream": stream}
 
     return body
+
+
+# A batch like the bench's loads (~8 in flight), long enough that start-up costs of a request
+# (tokenizing, scheduling, the HTTP round trip) weigh little against its decode steps.
+SPEED_BATCH = 8
+SPEED_TOKENS = 128
+
+
+def measure_seconds_per_token(engine: RealEngine, batch: int = SPEED_BATCH, tokens: int = SPEED_TOKENS) -> float:
+    """One token's time for a request among `batch` running at once on this engine, as it runs now
+    (the machine's load included): what turns a wanted duration into max_tokens."""
+    body = json.dumps({"model": SERVED_MODEL_NAME, "prompt": PROMPT, "max_tokens": tokens, "ignore_eos": True,
+                       "temperature": 0.0})
+    times: list[float] = []
+    errors: list[str] = []
+
+    def one() -> None:
+        connection = http.client.HTTPConnection("127.0.0.1", engine.port, timeout=START_TIMEOUT_S)
+        started = time.monotonic()
+        try:
+            connection.request("POST", "/v1/completions", body, {"Content-Type": "application/json"})
+            response = connection.getresponse()
+            response.read()
+            if response.status != 200:
+                errors.append(f"HTTP {response.status}")
+            times.append(time.monotonic() - started)
+        except OSError as exc:
+            errors.append(str(exc))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=one) for _ in range(batch)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors or not times:
+        raise RuntimeError(f"{engine.kind}: the speed probe failed: {'; '.join(errors) or 'no answer'}")
+    return statistics.median(times) / tokens

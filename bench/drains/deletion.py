@@ -21,17 +21,27 @@ import json
 import random
 import shutil
 import socket
+import subprocess
 import tempfile
 import time
 import zlib
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Protocol, Sequence
 
 from emulation import constants as emulation_constants
 from emulation.engine_process import EngineProcess
 from emulation.kubelet import DeletionReport, delete_pod
-from emulation.load import Durations, LoadGenerator, LoadTally, RequestOutcome, RequestRecord, UniformDurations
+from emulation.load import (
+    Durations,
+    LoadGenerator,
+    LoadTally,
+    RequestBody,
+    RequestOutcome,
+    RequestRecord,
+    UniformDurations,
+    emulator_body,
+)
 from emulation.timeline import delete_tally
 
 # Tail requests end within their window; after the engine is gone they end at once. This bounds
@@ -170,6 +180,7 @@ class DeletionSummary:
     hook_returned_at_s: float | None
     hook_exit_code: int | None
     hook_outcome: str | None  # prestop's drain_finished outcome
+    hook_exit_policy: str | None  # prestop's drain_started exit_policy (full_drain, follow_engine_drain)
     hook_reads: int | None
     hook_exit_reserve_s: float | None  # the reserve the hook ended with (grown from the exposition's role)
     sigterm_at_s: float
@@ -194,6 +205,7 @@ def summarize(deletion: Deletion) -> DeletionSummary:
     last_s = None if last is None else last - report.t0
     events = hook_events(report)
     finished = events.get("drain_finished", {})
+    policy = events.get("drain_started", {}).get("exit_policy")
     reserve = events.get("exit_reserve_changed", events.get("drain_started", {})).get("exit_reserve_s")
     return DeletionSummary(
         route_lag_s=deletion.route_lag_s,
@@ -203,6 +215,7 @@ def summarize(deletion: Deletion) -> DeletionSummary:
         refused=tally.refused if tally else 0, other=tally.other if tally else 0,
         hook_returned_at_s=_rounded(report.hook_returned_at), hook_exit_code=report.hook_exit_code,
         hook_outcome=finished.get("outcome"),
+        hook_exit_policy=policy if isinstance(policy, str) else None,
         hook_reads=finished.get("reads") if isinstance(finished.get("reads"), int) else None,
         hook_exit_reserve_s=float(reserve) if isinstance(reserve, (int, float)) else None,
         sigterm_at_s=round(report.sigterm_at, 3), sigkill_at_s=_rounded(report.sigkill_at),
@@ -219,31 +232,44 @@ def _with_tail(report: DeletionReport, tail_load: LoadGenerator) -> DeletionRepo
     return replace(report, load=LoadTally(ours.records + extra.records, ours.in_flight + extra.in_flight))
 
 
-def delete_under_load(engine: EngineProcess, load: RouterLoad, seed: int, grace_s: float, *,
+class Replica(Protocol):
+    """What a deletion needs of an engine: the emulator's EngineProcess or a real server (engines.servers)."""
+
+    @property
+    def base_url(self) -> str: ...
+
+    process: subprocess.Popen | None
+
+
+def delete_under_load(engine: Replica, load: RouterLoad, seed: int, grace_s: float, *,
                       hook_argv: Sequence[str] | None = None, hook_sleep_s: float | None = None,
-                      at_delete: Callable[[], object] | None = None) -> Deletion:
+                      at_delete: Callable[[], object] | None = None,
+                      request_body: RequestBody = emulator_body) -> Deletion:
     """Send `load`, delete the Pod around `engine` with the given preStop, return once it exited.
 
     `at_delete` runs just before the delete (a barrier, so two Pods are deleted at once).
+    `request_body` shapes each request for the engine (a real one takes max_tokens, not a duration).
     """
     tail_load = None
     if load.tail is not None:
         tail_durations = load.tail_durations()
         assert tail_durations is not None
         tail_load = LoadGenerator(engine.base_url, concurrency=load.tail.count, max_requests=load.tail.count,
-                                  durations=tail_durations, seed=seed + 2).start()
+                                  durations=tail_durations, seed=seed + 2, request_body=request_body).start()
     router = None
     if load.rate_per_s is not None:
         if load.durations is None:
             raise ValueError("a load with a rate says its durations")
         router = LoadGenerator(engine.base_url, rate_per_s=load.rate_per_s, durations=load.durations,
-                               seed=seed).start()
+                               seed=seed, request_body=request_body).start()
     time.sleep(load.warmup_s)
     in_flight = (router.tally().in_flight if router else 0) + (tail_load.tally().in_flight if tail_load else 0)
     lag_s = route_lag_s(seed, load.route_lag_range_s) if router else None
     if at_delete is not None:
         at_delete()
-    report = delete_pod(engine, hook_argv, grace_s, hook_sleep_s=hook_sleep_s, load=router,
+    if engine.process is None:
+        raise ValueError("the engine was never started")
+    report = delete_pod(engine.process, hook_argv, grace_s, hook_sleep_s=hook_sleep_s, load=router,
                         route_drop_after_s=lag_s)
     if tail_load is not None:
         report = _with_tail(report, tail_load)

@@ -27,7 +27,15 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from bench.drains.deletion import MAX_RUNNING, ROUTE_LAG_RANGE_S, dead_port, hook_events, prestop_argv
+from bench.drains.deletion import (
+    MAX_RUNNING,
+    ROUTE_LAG_RANGE_S,
+    RouterLoad,
+    TailRequests,
+    dead_port,
+    hook_events,
+    prestop_argv,
+)
 from emulation.engine_process import EngineProcess
 from emulation.kubelet import DeletionReport, delete_pod
 from emulation.load import MIXED_REQUESTS, SHORT_REQUESTS, Durations, LoadGenerator, LoadTally, UniformDurations
@@ -93,6 +101,18 @@ SCENARIOS: tuple[Scenario, ...] = (
              4.0, lambda g: SHORT_REQUESTS, wrong_port=True, seeds_of="steady short"),
 )
 SCENARIOS_BY_NAME = {s.name: s for s in SCENARIOS}
+
+
+def router_load(scenario: Scenario, grace_s: float) -> RouterLoad:
+    """The scenario's load as bench/drains/deletion.py sends it (its long requests as a tail that ends
+    G − warm-up … 2G − warm-up after the delete: sent as the warm-up starts, they run G to 2G)."""
+    tail = TailRequests(scenario.long_requests, (grace_s - scenario.warmup_s, 2 * grace_s - scenario.warmup_s)) \
+        if scenario.long_requests else None
+    if scenario.rate_per_s is None:
+        return RouterLoad(scenario.warmup_s, tail=tail)
+    assert scenario.durations is not None  # a scenario with a rate says its durations
+    return RouterLoad(scenario.warmup_s, rate_per_s=scenario.rate_per_s, durations=scenario.durations(grace_s),
+                      tail=tail)
 
 
 def prestop_executable() -> Path:

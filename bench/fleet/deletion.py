@@ -5,10 +5,11 @@ the timings that are not rules are drawn from its measurements (measured.py):
 
 - the router keeps sending Poisson arrivals for a lag after the delete (drawn from the matrix's range),
   and gives up on a request at its timeout (the connection closes: cut, and the engine's work ends);
-- the preStop runs: none; `sleep S`; or prestop, which returns a measured moment after the later of
-  its route wait and the last request's end, and at G − exit reserve at the latest;
+- the preStop runs: none; `sleep S`; or prestop, which returns a measured moment after its route
+  wait (nothing running by then) or after the last request's end (past the route wait), and at
+  G − exit reserve at the latest;
 - SIGTERM. vLLM's default aborts every running request (cut) and exits after the measured abort
-  lag; with `--shutdown-timeout T` running requests finish until T, the rest get HTTP 500 (failed)
+  lag (one pool with requests to abort, one without); with `--shutdown-timeout T` running requests finish until T, the rest get HTTP 500 (failed)
   and a request arriving meanwhile is refused with a 500 (failed); then the measured teardown;
 - kubelet's SIGKILL at G (its stop grace after a hook is G minus the hook's whole seconds, at least
   its minimum): whatever still runs then is cut.
@@ -52,14 +53,17 @@ class Timings:
     """The drawn, not ruled, parts of one deletion."""
 
     route_lag_s: float
-    prestop_return_s: float
+    prestop_quiet_return_s: float
+    prestop_last_return_s: float
     abort_exit_lag_s: float
+    busy_abort_exit_lag_s: float
     drain_teardown_s: float
 
     @classmethod
     def draw(cls, measured: Measured, rng: random.Random) -> Timings:
-        return cls(rng.uniform(*measured.route_lag_range_s), rng.choice(measured.prestop_return_s),
-                   rng.choice(measured.abort_exit_lag_s), rng.choice(measured.drain_teardown_s))
+        return cls(rng.uniform(*measured.route_lag_range_s), rng.choice(measured.prestop_quiet_return_s),
+                   rng.choice(measured.prestop_last_return_s), rng.choice(measured.abort_exit_lag_s),
+                   rng.choice(measured.busy_abort_exit_lag_s), rng.choice(measured.drain_teardown_s))
 
 
 @dataclass(frozen=True)
@@ -95,8 +99,10 @@ def hook_return_s(strategy: Strategy, touched: Sequence[Request], timings: Timin
     if strategy.hook is Hook.SLEEP:
         return min(strategy.sleep_s, strategy.grace_s)
     deadline_s = max(0.0, strategy.grace_s - EXIT_RESERVE_S)
-    quiet_s = max([ROUTE_WAIT_S, *(r.ends_s for r in touched)])
-    return min(quiet_s + timings.prestop_return_s, deadline_s)
+    last_end_s = max([0.0, *(r.ends_s for r in touched)])
+    if last_end_s <= ROUTE_WAIT_S:  # quiet by the first read: it and its confirmation
+        return min(ROUTE_WAIT_S + timings.prestop_quiet_return_s, deadline_s)
+    return min(last_end_s + timings.prestop_last_return_s, deadline_s)
 
 
 def kill_at_s(strategy: Strategy, sigterm_at_s: float) -> float:
@@ -118,7 +124,7 @@ def delete(strategy: Strategy, touched: Sequence[Request], timings: Timings) -> 
     failed = 0
     running = [r for r in before if r.ends_s > term]
     if strategy.shutdown_timeout_s is None:
-        exited = term + timings.abort_exit_lag_s
+        exited = term + (timings.busy_abort_exit_lag_s if running else timings.abort_exit_lag_s)
         cut += len(running)
     else:
         drain_until = term + strategy.shutdown_timeout_s

@@ -1,13 +1,18 @@
-"""The per-deletion figures the fleet simulation draws from, read out of bench/results.json.
+"""The per-deletion figures the fleet simulation draws from: what they are, and the same pools out of
+bench/results.json's drain matrix (eight deletions at a time), which the report sets beside the
+fleet's own (bench/fleet/solo.py: one at a time, as each Pod's deletion has its node to itself).
 
-Nothing here is typed in: each distribution is the pool of one measured quantity over the drain
-matrix's and the shutdown-timeout family's real deletions (emulated vLLM, kubelet emulation):
+Nothing here is typed in: each distribution is the pool of one measured quantity over real
+deletions (emulated vLLM, kubelet emulation):
 
-- abort exit lag: SIGTERM to the engine's exit, vLLM's default (abort every request, then exit);
+- abort exit lag: SIGTERM to the engine's exit, vLLM's default (abort every request, then exit),
+  apart for an engine with nothing running and one with requests to abort (~40 ms longer);
 - drain teardown: SIGTERM to exit of an idle engine under `--shutdown-timeout` (the teardown that
   follows a drain, busy or not);
-- prestop's return: the later of its route wait's end and the last request's end, to SIGTERM
-  (the hook's reads noticing idle and returning);
+- prestop's return, two pools, as the hook reads: after its route wait when the replica was quiet
+  by then (the first read and its confirmation 1 s later: ~1.05 s), and after the last request when
+  that ended later (the busy cadence's phase, then the confirmation: ~1.1-1.35 s). One pool for both
+  drew the slower second kind for quiet deletions: a real roll of quiet ones came in below its range;
 - the router's lag: the range it was drawn from.
 """
 
@@ -22,6 +27,10 @@ from modeldrain.hook.constants import ROUTE_WAIT_S
 _EXITING_SCENARIOS = ("idle", "steady short", "mixed ≤20 s", "long > G−5")
 # prestop's drains that ended idle: the ones whose return followed the last request.
 _PRESTOP_IDLE_SCENARIOS = ("idle", "steady short", "mixed ≤20 s")
+
+
+def _busy_past_route_wait(cell: dict) -> bool:
+    return (cell["last_completed_at_s"] or 0.0) > ROUTE_WAIT_S
 _SHUTDOWN_TIMEOUT_FAMILY = "shutdown timeout"
 
 
@@ -31,15 +40,19 @@ class MissingMeasurement(ValueError):
 
 @dataclass(frozen=True)
 class Measured:
-    abort_exit_lag_s: tuple[float, ...]
+    abort_exit_lag_s: tuple[float, ...]  # nothing running at SIGTERM
+    busy_abort_exit_lag_s: tuple[float, ...]  # requests running at SIGTERM: aborted, then the exit
     drain_teardown_s: tuple[float, ...]
-    prestop_return_s: tuple[float, ...]
+    prestop_quiet_return_s: tuple[float, ...]  # after the route wait, nothing running by then
+    prestop_last_return_s: tuple[float, ...]  # after the last request, which ended past the route wait
     route_lag_range_s: tuple[float, float]
     sources: tuple[str, ...]  # which results.json cells each pool came from, for the report
 
     def as_dict(self) -> dict:
-        return {"abort_exit_lag_s": list(self.abort_exit_lag_s), "drain_teardown_s": list(self.drain_teardown_s),
-                "prestop_return_s": list(self.prestop_return_s), "route_lag_range_s": list(self.route_lag_range_s),
+        return {"abort_exit_lag_s": list(self.abort_exit_lag_s),
+                "busy_abort_exit_lag_s": list(self.busy_abort_exit_lag_s), "drain_teardown_s": list(self.drain_teardown_s),
+                "prestop_quiet_return_s": list(self.prestop_quiet_return_s),
+                "prestop_last_return_s": list(self.prestop_last_return_s), "route_lag_range_s": list(self.route_lag_range_s),
                 "sources": list(self.sources)}
 
 
@@ -62,20 +75,27 @@ def from_results(results: dict) -> Measured:
     except KeyError as exc:
         raise MissingMeasurement(f"bench/results.json lacks the {exc.args[0]!r} part the fleet draws from") from None
     matrix = [c for c in drain["cells"] if _good(c)]
-    abort = [c["engine_exited_at_s"] - c["sigterm_at_s"] for c in matrix if c["scenario"] in _EXITING_SCENARIOS]
-    returns = [c["sigterm_at_s"] - max(ROUTE_WAIT_S, c["last_completed_at_s"] or 0.0) for c in matrix
-               if c["strategy"] == "prestop" and c["scenario"] in _PRESTOP_IDLE_SCENARIOS
+    exiting = [c for c in matrix if c["scenario"] in _EXITING_SCENARIOS]
+    abort = [c["engine_exited_at_s"] - c["sigterm_at_s"] for c in exiting if c["cut"] == 0]
+    busy_abort = [c["engine_exited_at_s"] - c["sigterm_at_s"] for c in exiting if c["cut"] > 0]
+    drained = [c for c in matrix if c["strategy"] == "prestop" and c["scenario"] in _PRESTOP_IDLE_SCENARIOS
                and c["hook_outcome"] == "idle"]
+    quiet = [c["sigterm_at_s"] - ROUTE_WAIT_S for c in drained if not _busy_past_route_wait(c)]
+    last = [c["sigterm_at_s"] - c["last_completed_at_s"] for c in drained if _busy_past_route_wait(c)]
     teardown = [c["engine_exited_at_s"] - c["sigterm_at_s"] for c in configurations
                 if c.get("family") == _SHUTDOWN_TIMEOUT_FAMILY and c["scenario"] == "idle" and _good(c)
                 and "--shutdown-timeout" in c["strategy"]]
     low, high = drain["settings"]["route_lag_range_s"]
     return Measured(
-        abort_exit_lag_s=_pool("vLLM's abort exit (drain matrix)", abort),
+        abort_exit_lag_s=_pool("vLLM's abort exit with nothing running (drain matrix)", abort),
+        busy_abort_exit_lag_s=_pool("vLLM's abort exit with requests running (drain matrix)", busy_abort),
         drain_teardown_s=_pool("vLLM's --shutdown-timeout teardown (configurations, idle)", teardown),
-        prestop_return_s=_pool("prestop's return after idle (drain matrix)", returns),
+        prestop_quiet_return_s=_pool("prestop's return after a quiet route wait (drain matrix)", quiet),
+        prestop_last_return_s=_pool("prestop's return after the last request (drain matrix)", last),
         route_lag_range_s=(float(low), float(high)),
-        sources=(f"abort exit lag: {len(abort)} drain-matrix deletions ({', '.join(_EXITING_SCENARIOS)})",
+        sources=(f"abort exit lag: {len(abort)} drain-matrix deletions with nothing running at SIGTERM and "
+                 f"{len(busy_abort)} with requests running ({', '.join(_EXITING_SCENARIOS)})",
                  f"drain teardown: {len(teardown)} idle shutdown-timeout deletions",
-                 f"prestop's return: {len(returns)} drain-matrix prestop deletions that ended idle"),
+                 f"prestop's return after a quiet route wait: {len(quiet)} drain-matrix prestop deletions",
+                 f"prestop's return after the last request: {len(last)} drain-matrix prestop deletions"),
     )

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from bench.fleet import calibration, real_roll
+from bench.fleet import calibration, real_roll, solo
 from bench.fleet import deletion as model
 from bench.fleet.loads import LOADS, LONG_SHARES, Load, mix, steady
 from bench.fleet.measured import Measured
@@ -161,17 +161,23 @@ def settings(quick: bool) -> dict:
     }
 
 
-def measure(results: dict, measured: Measured, prestop: Path, quick: bool,
+def measure(results: dict, matrix_pools: Measured, prestop: Path, quick: bool,
             progress: Callable[[str], None] | None = None) -> dict:
+    """The pools from this part's own deletions (alone), then the grid, the sweep, the real roll
+    (right after the pools, on the machine as they found it) and the check against every setting."""
     sizes, seeds = SIZES[quick], SEEDS[quick]
+    pool_deletions = solo.measure(prestop, quick, progress)
+    measured = solo.pools(pool_deletions)
     result = {
         "settings": settings(quick),
         "measured": measured.as_dict(),
+        "matrix_pools": matrix_pools.as_dict(),
+        "pool_deletions": pool_deletions,
         **grid(sizes, seeds, measured, progress),
         "mix": mix_sweep(MIX_SIZE[quick], seeds, measured),
     }
+    result["real_roll"] = real_rolls(REAL_ROLL_STRATEGIES[quick], prestop, measured, progress)
     deletions = calibration.measure_unmeasured(prestop, quick, progress)
     result["deletions"] = deletions
     result["calibration"] = calibration.compare(results, deletions, measured)
-    result["real_roll"] = real_rolls(REAL_ROLL_STRATEGIES[quick], prestop, measured, progress)
     return result

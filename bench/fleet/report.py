@@ -128,16 +128,23 @@ def _real_roll_lines(section: dict) -> list[str]:
             f"simulation of the same roll over {seeds} seeds, with the replacements' measured start-ups:", "",
             *table(header, rows, "lrrlrrlrrlr"), "",
             f"The real deletions' engine exits, s after each delete: {'; '.join(exits)}. The simulated range holds "
-            "only the spread of the pools (drawn in the drain parts' run) and of this roll's start-ups; a shared "
-            "machine that is busier during the roll than during the drain parts shows as real deletions at the "
-            "top of the model's range or past it. The loop's own time (wall time minus the exits and start-ups): "
+            "only the spread of the pools (their deletions run alone just before the roll) and of this roll's "
+            "start-ups. The loop's own time (wall time minus the exits and start-ups): "
             f"{', '.join(f'{x:.2f} s' for x in loop_s)}.", ""]
 
 
 def render(section: dict) -> list[str]:
     settings = section["settings"]
     measured = section["measured"]
-    med = {k: statistics.median(measured[k]) for k in ("abort_exit_lag_s", "drain_teardown_s", "prestop_return_s")}
+    keys = ("abort_exit_lag_s", "busy_abort_exit_lag_s", "drain_teardown_s", "prestop_quiet_return_s",
+            "prestop_last_return_s")
+    med = {k: statistics.median(measured[k]) for k in keys}
+    matrix = section.get("matrix_pools")
+    beside = ""
+    if matrix:
+        beside = (" The same pools in the drain matrix (eight deletions at a time), medians: "
+                  + ", ".join(f"{k.removesuffix('_s').replace('_', ' ')} {statistics.median(matrix[k]):.3f} s "
+                              f"(alone {med[k]:.3f} s)" for k in keys if matrix.get(k)) + ".")
     strategies = [[s["name"], f"{s['grace_s']:g}", s["hook"] + (f" {s['sleep_s']:g} s" if s["sleep_s"] else ""),
                    DASH if s["shutdown_timeout_s"] is None else f"{s['shutdown_timeout_s']:g} s", s["provenance"]]
                   for s in settings["strategies"]]
@@ -146,12 +153,15 @@ def render(section: dict) -> list[str]:
         "## What a fleet saves (simulated from the measured deletions)", "",
         "A rollout replaces every replica of a role; a scale-down deletes many at once. `bench/fleet/` simulates "
         "both (a discrete-event simulation of Kubernetes' Deployment rules: bench/fleet/rollout.py) with each "
-        "deletion modelled from the drain matrix's rules and drawn from its measured timings (bench/fleet/"
-        "deletion.py, measured.py): vLLM's abort exit lag (median "
-        f"{med['abort_exit_lag_s']:.2f} s), its `--shutdown-timeout` teardown ({med['drain_teardown_s']:.2f} s), "
-        f"prestop's return after the last request or its route wait ({med['prestop_return_s']:.2f} s), and the "
+        "deletion modelled from the drain matrix's rules (bench/fleet/deletion.py) and its timings drawn from "
+        "deletions measured one at a time, as each Pod's deletion has its node to itself (bench/fleet/solo.py, "
+        "measured.py): vLLM's abort exit lag with nothing running (median "
+        f"{med['abort_exit_lag_s']:.2f} s) and with requests to abort ({med['busy_abort_exit_lag_s']:.2f} s), "
+        f"its `--shutdown-timeout` teardown ({med['drain_teardown_s']:.2f} s), "
+        f"prestop's return after its route wait when nothing ran by then ({med['prestop_quiet_return_s']:.2f} s) "
+        f"or after the last request when that ended later ({med['prestop_last_return_s']:.2f} s), and the "
         f"router's lag ({measured['route_lag_range_s'][0]:g}–{measured['route_lag_range_s'][1]:g} s). "
-        f"Pools: {'; '.join(measured['sources'])}. Each figure is the median (min–max) over "
+        f"Pools: {'; '.join(measured['sources'])}.{beside} Each figure is the median (min–max) over "
         f"{settings['seeds']} seeds, paired across strategies (the same requests and start-ups); "
         f"{settings['accelerators_per_replica']} accelerator per replica (multiply by yours). "
         f"Written by `python -m bench.run --parts fleet{' --quick' if settings['quick'] else ''}`.", "",

@@ -15,7 +15,9 @@ from bench.fleet.verdict import Row, judge
 from emulation.load import UniformDurations
 from modeldrain.hook.constants import EXIT_RESERVE_S, ROUTE_WAIT_S
 
-TIMINGS = Timings(route_lag_s=1.0, prestop_return_s=1.2, abort_exit_lag_s=2.0, drain_teardown_s=7.0)
+TIMINGS = Timings(route_lag_s=1.0, prestop_quiet_return_s=1.05, prestop_last_return_s=1.2, abort_exit_lag_s=2.0,
+                  busy_abort_exit_lag_s=2.1,
+                  drain_teardown_s=7.0)
 # In flight at the delete: one ends at 3 s, one at 18 s; one sent at 0.5 s ends at 4 s.
 REQUESTS = [Request(-2.0, 3.0), Request(-1.0, 18.0), Request(0.5, 4.0)]
 
@@ -27,15 +29,15 @@ KSERVE = Strategy("kserve", 60.0, Hook.SLEEP, sleep_s=15.0, shutdown_timeout_s=4
 
 def test_no_hook_cuts_what_runs_and_fails_what_comes_after_sigterm() -> None:
     out = model.delete(NO_HOOK, REQUESTS, TIMINGS)
-    assert (out.sigterm_at_s, out.exited_at_s) == (0.0, 2.0)
+    assert (out.sigterm_at_s, out.exited_at_s) == (0.0, 2.1)  # requests running: the busy abort's exit
     assert (out.completed, out.cut, out.failed) == (0, 2, 1)
-    assert out.held_idle_s == 2.0
+    assert out.held_idle_s == 2.1
 
 
 def test_sleep_5_completes_what_ends_by_5_and_cuts_the_rest() -> None:
     out = model.delete(SLEEP_5, REQUESTS, TIMINGS)
-    assert (out.sigterm_at_s, out.exited_at_s, out.completed, out.cut, out.failed) == (5.0, 7.0, 2, 1, 0)
-    assert out.held_idle_s == 7.0 - 4.0
+    assert (out.sigterm_at_s, out.exited_at_s, out.completed, out.cut, out.failed) == (5.0, 7.1, 2, 1, 0)
+    assert out.held_idle_s == pytest.approx(7.1 - 4.0)
 
 
 def test_prestop_returns_after_the_last_request_and_cuts_nothing() -> None:
@@ -46,9 +48,16 @@ def test_prestop_returns_after_the_last_request_and_cuts_nothing() -> None:
     assert out.held_idle_s == pytest.approx(3.2)
 
 
-def test_an_idle_prestop_waits_its_route_wait() -> None:
+def test_an_idle_prestop_waits_its_route_wait_then_its_quiet_return() -> None:
     out = model.delete(PRESTOP, [], TIMINGS)
-    assert out.sigterm_at_s == pytest.approx(ROUTE_WAIT_S + 1.2)
+    assert out.sigterm_at_s == pytest.approx(ROUTE_WAIT_S + 1.05)
+
+
+def test_work_that_ends_within_the_route_wait_draws_the_quiet_return_and_later_work_the_last_return() -> None:
+    within = model.delete(PRESTOP, [model.Request(-1.0, ROUTE_WAIT_S - 0.5)], TIMINGS)
+    assert within.sigterm_at_s == pytest.approx(ROUTE_WAIT_S + 1.05)
+    past = model.delete(PRESTOP, [model.Request(-1.0, ROUTE_WAIT_S + 0.5)], TIMINGS)
+    assert past.sigterm_at_s == pytest.approx(ROUTE_WAIT_S + 0.5 + 1.2)
 
 
 def test_prestop_returns_at_g_minus_the_reserve_and_the_long_request_is_cut() -> None:
@@ -84,7 +93,7 @@ def test_the_requests_drawn_are_those_a_delete_touches() -> None:
 
 
 def test_the_same_seed_draws_the_same_deletion() -> None:
-    measured = Measured((2.0, 2.2), (7.0, 7.4), (1.0, 1.3), (0.5, 2.0), ())
+    measured = Measured((2.0, 2.2), (2.1, 2.3), (7.0, 7.4), (1.0, 1.1), (1.1, 1.3), (0.5, 2.0), ())
     load = Load("mixed", 0.6, mix(0.1))
     assert model.simulate(PRESTOP, load, measured, random.Random(9)) == model.simulate(
         PRESTOP, load, measured, random.Random(9))
@@ -100,15 +109,21 @@ def test_missing_parts_of_the_results_are_named() -> None:
 
 def test_the_pools_are_the_cells_measured_quantities() -> None:
     cells = [{"strategy": "prestop", "scenario": "steady short", "sigterm_at_s": 6.3, "engine_exited_at_s": 8.4,
-              "last_completed_at_s": 3.0, "hook_outcome": "idle", "sigkill_at_s": None},
+              "last_completed_at_s": 3.0, "hook_outcome": "idle", "sigkill_at_s": None, "cut": 0},
+             {"strategy": "prestop", "scenario": "mixed ≤20 s", "sigterm_at_s": 14.5, "engine_exited_at_s": 16.6,
+              "last_completed_at_s": 13.2, "hook_outcome": "idle", "sigkill_at_s": None, "cut": 0},
+             {"strategy": "no hook", "scenario": "steady short", "sigterm_at_s": 0.0, "engine_exited_at_s": 2.2,
+              "last_completed_at_s": None, "hook_outcome": None, "sigkill_at_s": None, "cut": 4},
              {"strategy": "no hook", "scenario": "hung engine", "sigterm_at_s": 0.0, "engine_exited_at_s": 30.0,
-              "last_completed_at_s": None, "hook_outcome": None, "sigkill_at_s": 30.0}]
+              "last_completed_at_s": None, "hook_outcome": None, "sigkill_at_s": 30.0, "cut": 7}]
     teardown = {"family": "shutdown timeout", "scenario": "idle", "strategy": "sleep 5 + --shutdown-timeout 20",
                 "sigterm_at_s": 5.0, "engine_exited_at_s": 12.2, "sigkill_at_s": None}
     measured = from_results({"drain": {"cells": cells, "settings": {"route_lag_range_s": [0.5, 2.0]}},
                              "configurations": {"cells": [teardown]}})
-    assert measured.abort_exit_lag_s == (2.1,)  # the hung engine's SIGKILL is no exit lag
-    assert measured.prestop_return_s == (round(6.3 - ROUTE_WAIT_S, 3),)
+    assert measured.abort_exit_lag_s == (2.1, 2.1)  # nothing running at SIGTERM
+    assert measured.busy_abort_exit_lag_s == (2.2,)  # requests aborted; the hung engine's SIGKILL is no exit lag
+    assert measured.prestop_quiet_return_s == (round(6.3 - ROUTE_WAIT_S, 3),)  # quiet by the route wait's end
+    assert measured.prestop_last_return_s == (1.3,)  # after the last request, which ended past it
     assert measured.drain_teardown_s == (7.2,)
 
 
