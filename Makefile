@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 
 .PHONY: venv demo test test-arm64 typecheck lint fuzz bundle images bench clean clean-arm64 FORCE \
-	engines test-engines engines-smoke
+	engines test-engines engines-smoke bench-engines
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -142,6 +142,14 @@ test-engines: venv engines
 
 engines-smoke: venv engines
 	$(BIN)/python -m pytest -q -m engines -p no:xdist --timeout=900 tests/engines/test_deletions.py
+
+# The bench on the real engines, merged into bench/results.json and RESULTS.md beside the emulator's
+# tables: real vLLM deletions with prestop, sleep 5 and no hook (the return lag over 5), then the
+# drain matrix's loads and vLLM's --shutdown-timeout family on real vLLM and SGLang, each cell beside
+# its emulator twin (~1 h on 2 cores: every real deletion starts a fresh engine).
+bench-engines: venv engines
+	$(BIN)/python -m bench.engines.deletions --repeats 5 --merge
+	$(BIN)/python -m bench.engines.matrix --merge
 
 clean:
 	rm -rf $(VENV) build/out dist .pytest_cache .mypy_cache .setuptools-build

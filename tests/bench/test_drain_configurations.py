@@ -100,7 +100,8 @@ def test_one_deletion_of_each_family_runs_and_renders():
     # A decode server that has served nothing shows no gauges: prestop holds it to G − 20 (the role
     # reserve, from its engine_type label), and the engine leaves before G, unkilled.
     assert split["hook_exit_reserve_s"] == SPLIT_ROLE_EXIT_RESERVE_S and split["hook_exit_code"] == 10
-    assert split["sigterm_at_s"] == pytest.approx(10.0, abs=0.5) and split["sigkill_at_s"] is None
+    # (G − 20 = 10 s, not G − 5 = 25: a second of slack for a loaded machine still tells them apart)
+    assert split["sigterm_at_s"] == pytest.approx(10.0, abs=1.0) and split["sigkill_at_s"] is None
     assert 25.0 < split["engine_exited_at_s"] < 30.0
     # The worker following its leader is stopped after the leader's last request, none still running.
     assert pair["worker_sigterm_after_last_request_s"] > 0 and pair["leader_in_flight_at_worker_sigterm"] == 0
