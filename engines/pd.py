@@ -73,13 +73,19 @@ def router_engine(addon: PdAddOn, prefill: RealEngine, bootstrap_port: int, deco
 
 class PdPair:
     """Prefill, decode and router, started in that order (the two servers side by side), stopped
-    router first; each a session of its own, killed with its helpers on the way out."""
+    router first; each a session of its own, killed with its helpers on the way out. The router
+    exists once started (its ports are picked then)."""
 
     def __init__(self, addon: PdAddOn):
         self.addon = addon
         self.prefill, self.bootstrap_port = prefill_engine(addon)
         self.decode = decode_engine(addon)
-        self.router = router_engine(addon, self.prefill, self.bootstrap_port, self.decode)
+        self._router: RealEngine | None = None
+
+    @property
+    def router(self) -> RealEngine:
+        assert self._router is not None, "not started"
+        return self._router
 
     def start(self) -> PdPair:
         try:
@@ -87,7 +93,10 @@ class PdPair:
             self.decode.spawn()
             self.prefill.wait_healthy()
             self.decode.wait_healthy()
-            self.router.start()
+            # Its two ports are picked only now: the servers' own listeners (mooncake's, ZMQ's) take
+            # ports of their own while they start, and one took a port picked before (measured).
+            self._router = router_engine(self.addon, self.prefill, self.bootstrap_port, self.decode)
+            self._router.start()
             self._wait_router_ready()
         except BaseException:
             self.stop()
@@ -109,8 +118,9 @@ class PdPair:
         raise RuntimeError(f"the router did not see both servers healthy within {START_TIMEOUT_S:g} s: {seen}")
 
     def stop(self) -> None:
-        for engine in (self.router, self.decode, self.prefill):
-            engine.stop()
+        for engine in (self._router, self.decode, self.prefill):
+            if engine is not None:
+                engine.stop()
 
     def __enter__(self) -> PdPair:
         return self.start()
