@@ -158,9 +158,10 @@ def delete_under_load(pair: PdPair, engine: RealEngine) -> dict:
     load = LoadGenerator(pair.router.base_url, concurrency=CONCURRENCY, durations=DURATIONS, seed=7,
                          request_body=completion_body("sglang")).start()
     time.sleep(WARM_LOAD_S)
+    assert engine.process is not None, "not started"
     report = delete_pod(engine.process, hook_argv(engine), GRACE_S, load=load, route_drop_after_s=ROUTE_LAG_S)
     events = [json.loads(line) for line in report.hook_stderr.splitlines() if line.startswith("{")]
-    started = next((e for e in events if e.get("event") == "drain_started"), {})
+    started: dict = next((e for e in events if e.get("event") == "drain_started"), {})
     tally = report.load
     return {"exit_policy": started.get("exit_policy"), "exit_policy_reason": started.get("exit_policy_reason"),
             "exit_reserve_s": started.get("exit_reserve_s"), "outcome": events[-1].get("outcome") if events else None,
