@@ -46,6 +46,10 @@ QUEUE_GAUGES = ("sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:num_
                 "sglang:num_prefill_bootstrap_queue_reqs", "sglang:num_prefill_inflight_queue_reqs",
                 "sglang:num_decode_prealloc_queue_reqs", "sglang:num_decode_transfer_queue_reqs",
                 "sglang:num_decode_host_receive_queue_reqs", "sglang:num_decode_deferred_kv_release_reqs")
+# The scheduler's heartbeat (hook/gauges.py's SCHEDULER_HEARTBEATS): the hook trusts a zero only
+# when it moved since the reader's previous read, which an idle poll makes IDLE_READ_GAP_S earlier.
+HEARTBEAT = "sglang:scheduler_process_cpu_seconds_total"
+IDLE_READ_GAP_S = 1.0
 HOOK_GAUGES = {role: tuple(sorted(gauge_set(EngineKind.SGLANG, role).metric_names))
                for role in (Role.PREFILL, Role.DECODE)}
 
@@ -84,7 +88,7 @@ class Sampler(threading.Thread):
             started = time.monotonic()
             body = scrape(self.engine.port, "/metrics")
             if body is not None:
-                self.samples.append(Sample((started + time.monotonic()) / 2, gauges_of(body, QUEUE_GAUGES), None))
+                self.samples.append(Sample((started + time.monotonic()) / 2, gauges_of(body, (*QUEUE_GAUGES, HEARTBEAT)), None))
             self._halt.wait(max(0.0, SAMPLE_INTERVAL_S - (time.monotonic() - started)))
 
     def stop(self) -> list[Sample]:
@@ -103,18 +107,27 @@ def server_view(role: Role, samples: list[Sample], records: list[ClientRequest])
     peak = {g: max((s.gauges.get(g, 0.0) for s in samples), default=0.0) for g in QUEUE_GAUGES}
     first_seen = {g: round(next(s.t for s in samples if s.gauges.get(g, 0.0) > 0) - first_sent, 2)
                   for g in QUEUE_GAUGES if peak[g] > 0}
-    zero_out = 0.0
+    def heartbeat_moved(i: int) -> bool:
+        """Would the hook trust this zero: did the heartbeat move since a read IDLE_READ_GAP_S earlier?"""
+        now = samples[i]
+        earlier = next((s for s in reversed(samples[:i]) if s.t <= now.t - IDLE_READ_GAP_S), None)
+        return earlier is not None and now.gauges.get(HEARTBEAT, 0.0) > earlier.gauges.get(HEARTBEAT, 0.0)
+
+    zero_out = trusted = 0.0
     longest = run = 0.0
-    for a, b in zip(samples, samples[1:]):
+    for i, (a, b) in enumerate(zip(samples, samples[1:])):
         if out_at(a.t) > 0 and sum(a.gauges.get(g, 0.0) for g in hook) == 0:
             zero_out += b.t - a.t
             run += b.t - a.t
             longest = max(longest, run)
+            if heartbeat_moved(i):
+                trusted += b.t - a.t
         else:
             run = 0.0
     missing = sorted(g for g in hook if not any(g in s.gauges for s in samples))
     return {"peak": {g: v for g, v in peak.items() if v > 0}, "first_nonzero_s": first_seen,
             "hook_zero_while_out_s": round(zero_out, 2), "hook_zero_longest_s": round(longest, 2),
+            "hook_zero_while_out_heartbeat_moved_s": round(trusted, 2),
             "hook_gauges_never_exported": missing, "samples": len(samples)}
 
 
@@ -189,6 +202,7 @@ def sigterm_idle(engine: RealEngine) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", help="write the results as JSON here too")
+    parser.add_argument("--bursts-only", action="store_true", help="only the first pair's bursts")
     parser.add_argument("--prefill-deletion-only", action="store_true",
                         help="only the second pair: the prefill server deleted under load")
     args = parser.parse_args(argv)
@@ -211,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
         for burst in BURSTS:
             results["bursts"].append(run_burst(pair, burst))
             print(json.dumps(results["bursts"][-1]), flush=True)
+        if args.bursts_only:
+            return 0
         results["checks"]["decode_after_serving"] = prestop_check(pair.decode)
         results["checks"]["prefill_after_serving"] = prestop_check(pair.prefill)
         results["deletions"]["decode_under_load"] = delete_under_load(pair, pair.decode)
