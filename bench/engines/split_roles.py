@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -50,6 +51,17 @@ QUEUE_GAUGES = ("sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:num_
 # when it moved since the reader's previous read, which an idle poll makes IDLE_READ_GAP_S earlier.
 HEARTBEAT = "sglang:scheduler_process_cpu_seconds_total"
 IDLE_READ_GAP_S = 1.0
+# SGLang's HTTP middleware gauge, moved on each request's arrival and when its handler returns (not
+# on stats ticks): the series of the generation routes, not the scrapes' own /metrics or /health.
+HTTP_ACTIVE = "sglang:http_requests_active"
+GENERATION_ENDPOINTS = ("/generate", "/v1/completions", "/v1/chat/completions")
+HTTP_ACTIVE_GENERATION = "http_requests_active(generation routes)"
+_ENDPOINT = re.compile(r'^sglang:http_requests_active\{[^}]*endpoint="([^"]*)"[^}]*\}\s+(\S+)', re.M)
+
+
+def http_active_generation(body: bytes) -> float:
+    return sum(float(v) for endpoint, v in _ENDPOINT.findall(body.decode(errors="replace"))
+               if endpoint in GENERATION_ENDPOINTS)
 HOOK_GAUGES = {role: tuple(sorted(gauge_set(EngineKind.SGLANG, role).metric_names))
                for role in (Role.PREFILL, Role.DECODE)}
 
@@ -88,7 +100,9 @@ class Sampler(threading.Thread):
             started = time.monotonic()
             body = scrape(self.engine.port, "/metrics")
             if body is not None:
-                self.samples.append(Sample((started + time.monotonic()) / 2, gauges_of(body, (*QUEUE_GAUGES, HEARTBEAT)), None))
+                gauges = gauges_of(body, (*QUEUE_GAUGES, HEARTBEAT))
+                gauges[HTTP_ACTIVE_GENERATION] = http_active_generation(body)
+                self.samples.append(Sample((started + time.monotonic()) / 2, gauges, None))
             self._halt.wait(max(0.0, SAMPLE_INTERVAL_S - (time.monotonic() - started)))
 
     def stop(self) -> list[Sample]:
@@ -104,9 +118,12 @@ def server_view(role: Role, samples: list[Sample], records: list[ClientRequest])
     def out_at(t: float) -> int:
         return sum(1 for r in records if r.sent_at <= t and (r.done_at is None or r.done_at > t))
 
-    peak = {g: max((s.gauges.get(g, 0.0) for s in samples), default=0.0) for g in QUEUE_GAUGES}
+    shown = (*QUEUE_GAUGES, HTTP_ACTIVE_GENERATION)
+    peak = {g: max((s.gauges.get(g, 0.0) for s in samples), default=0.0) for g in shown}
     first_seen = {g: round(next(s.t for s in samples if s.gauges.get(g, 0.0) > 0) - first_sent, 2)
-                  for g in QUEUE_GAUGES if peak[g] > 0}
+                  for g in shown if peak[g] > 0}
+    with_http = sum(b.t - a.t for a, b in zip(samples, samples[1:])
+                    if out_at(a.t) > 0 and sum(a.gauges.get(g, 0.0) for g in (*hook, HTTP_ACTIVE_GENERATION)) == 0)
     def heartbeat_moved(i: int) -> bool:
         """Would the hook trust this zero: did the heartbeat move since a read IDLE_READ_GAP_S earlier?"""
         now = samples[i]
@@ -128,6 +145,7 @@ def server_view(role: Role, samples: list[Sample], records: list[ClientRequest])
     return {"peak": {g: v for g, v in peak.items() if v > 0}, "first_nonzero_s": first_seen,
             "hook_zero_while_out_s": round(zero_out, 2), "hook_zero_longest_s": round(longest, 2),
             "hook_zero_while_out_heartbeat_moved_s": round(trusted, 2),
+            "hook_and_http_active_zero_while_out_s": round(with_http, 2),
             "hook_gauges_never_exported": missing, "samples": len(samples)}
 
 
