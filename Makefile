@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 
 .PHONY: venv demo test test-arm64 typecheck lint fuzz bundle images bench clean clean-arm64 FORCE \
-	engines test-engines engines-smoke bench-engines
+	engines engines-pd test-engines engines-smoke bench-engines
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -137,8 +137,13 @@ bench: venv
 engines:
 	engines/install.sh
 
-test-engines: venv engines
+test-engines: venv engines engines-pd
 	$(BIN)/python -m pytest -q -m engines -p no:xdist --timeout=900 tests/engines
+
+# The prefill/decode add-on (engines/install_pd.sh): mooncake, sglang-router and libibverbs unpacked
+# into the installed tier, outside its recipe hash (~15 s once the tier is there).
+engines-pd: engines
+	engines/install_pd.sh
 
 engines-smoke: venv engines
 	$(BIN)/python -m pytest -q -m engines -p no:xdist --timeout=900 tests/engines/test_deletions.py

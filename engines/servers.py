@@ -77,6 +77,7 @@ class RealEngine:
         self._log = tempfile.NamedTemporaryFile(prefix=f"{kind}-", suffix=".log", delete=False)
         self.process: subprocess.Popen | None = None
         self.start_s: float | None = None  # how long until /health answered 200
+        self._spawned_at = 0.0
 
     @classmethod
     def vllm(cls, tier: Tier, *extra: str, env: dict[str, str] | None = None) -> RealEngine:
@@ -105,17 +106,25 @@ class RealEngine:
         return self.log_path.read_text(errors="replace")[-chars:]
 
     def start(self) -> RealEngine:
-        started_at = time.monotonic()
+        return self.spawn().wait_healthy()
+
+    def spawn(self) -> RealEngine:
+        """Start the process and return at once (wait_healthy waits): two servers start side by side."""
+        self._spawned_at = time.monotonic()
         self.process = subprocess.Popen(self.argv, stdout=self._log, stderr=subprocess.STDOUT, env=self._env,
                                         stdin=subprocess.DEVNULL, start_new_session=True)
+        return self
+
+    def wait_healthy(self) -> RealEngine:
+        assert self.process is not None, "not spawned"
         while not self._healthy():
             if self.process.poll() is not None:
                 raise RuntimeError(f"{self.kind} exited {self.process.returncode} before /health:\n{self.log_tail()}")
-            if time.monotonic() - started_at > START_TIMEOUT_S:
+            if time.monotonic() - self._spawned_at > START_TIMEOUT_S:
                 self.stop()
                 raise RuntimeError(f"{self.kind} not healthy within {START_TIMEOUT_S:g} s:\n{self.log_tail()}")
             time.sleep(HEALTH_POLL_S)
-        self.start_s = time.monotonic() - started_at
+        self.start_s = time.monotonic() - self._spawned_at
         return self
 
     def _healthy(self) -> bool:

@@ -26,6 +26,10 @@ CACHE_NAME = "modeldrain-engines"
 # Long enough to make a clash of two recipes unthinkable, short enough for a readable path.
 HASH_CHARS = 16
 COMPLETE_STAMP = "complete"
+# The prefill/decode add-on (engines/install_pd.sh): inside the tier's directory, outside its recipe.
+PD_DIR = "pd"
+# One LD_LIBRARY_PATH value: the directories of the libraries it unpacked (libibverbs and its two).
+PD_LIBDIR_FILE = "libdir"
 
 
 def recipe_files() -> list[Path]:
@@ -79,6 +83,34 @@ def installed() -> Tier | str:
     if not (root / COMPLETE_STAMP).is_file():
         return f"the real-engine tier is not installed at {root} (run `make engines`)"
     return Tier(root)
+
+
+@dataclass(frozen=True)
+class PdAddOn:
+    """The prefill/decode add-on of an installed tier: mooncake and sglang-router in its SGLang
+    environment, and the libraries mooncake's engine.so links, unpacked beside them."""
+
+    tier: Tier
+
+    @property
+    def root(self) -> Path:
+        return self.tier.root / PD_DIR
+
+    @property
+    def library_path(self) -> str:
+        """LD_LIBRARY_PATH for the SGLang processes that import mooncake."""
+        return (self.root / PD_LIBDIR_FILE).read_text().strip()
+
+
+def pd_installed() -> PdAddOn | str:
+    """The prefill/decode add-on, or why there is none (one line)."""
+    found = installed()
+    if isinstance(found, str):
+        return f"{found}; the prefill/decode add-on needs it (then `make engines-pd`)"
+    root = found.root / PD_DIR
+    if not (root / COMPLETE_STAMP).is_file() or not (root / PD_LIBDIR_FILE).is_file():
+        return f"the prefill/decode add-on is not installed in {root} (run `make engines-pd`)"
+    return PdAddOn(found)
 
 
 def main(argv: list[str]) -> int:
