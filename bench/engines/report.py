@@ -71,17 +71,18 @@ def judge(cells: Sequence[dict], prestops: Sequence[str], alternatives: Sequence
     """One line per (scenario, prestop, alternative) the target applies to: met, or by how much not."""
     out = []
     real = [c for c in cells if c["backend"] == "real" and not c.get("error")]
-    for scenario in dict.fromkeys(c["scenario"] for c in real):
+    for engine, scenario in dict.fromkeys((c["engine"], c["scenario"]) for c in real):
         for name in prestops:
-            for ours in _find(real, scenario=scenario, strategy=name):
+            for ours in _find(real, engine=engine, scenario=scenario, strategy=name):
                 for alt_name in alternatives:
-                    for theirs in _find(real, scenario=scenario, strategy=alt_name, repeat=ours["repeat"]):
+                    for theirs in _find(real, engine=engine, scenario=scenario, strategy=alt_name,
+                                        repeat=ours["repeat"]):
                         if lost(theirs) or theirs.get("sigkill_at_s") is not None:
                             continue  # the target compares only with an alternative that lost nothing
                         excess = ours["engine_exited_at_s"] - theirs["engine_exited_at_s"]
                         allowed = price_s(ours, theirs)
                         met = excess <= allowed + MIN_SECONDS_DIFFERENCE and not lost(ours)
-                        out.append(f"{scenario}, {name} against {alt_name}: exit {ours['engine_exited_at_s']:.1f} "
+                        out.append(f"{ENGINE_NAMES[engine]}, {scenario}, {name} against {alt_name}: exit {ours['engine_exited_at_s']:.1f} "
                                    f"vs {theirs['engine_exited_at_s']:.1f} s, price {allowed:.2f} s: "
                                    + ("**met**" if met else "**not met**"
                                       + (f" (lost {lost(ours)})" if lost(ours) else
@@ -95,7 +96,15 @@ def disagreements(cells: Sequence[dict]) -> list[str]:
     for real in (c for c in cells if c["backend"] == "real" and not c.get("error")):
         key = {k: real[k] for k in ("family", "engine", "scenario", "strategy", "repeat")}
         for twin in _find(cells, backend="emulator", **key):
-            if twin.get("error") or twin.get("sigkill_at_s") is not None or real.get("sigkill_at_s") is not None:
+            if twin.get("error"):
+                continue
+            killed = (real.get("sigkill_at_s") is not None, twin.get("sigkill_at_s") is not None)
+            if killed[0] != killed[1]:
+                out.append(f"{ENGINE_NAMES[real['engine']]}, {real['scenario']}, {real['strategy']}: "
+                           f"SIGKILLed {'real' if killed[0] else 'emulated'} only (exit "
+                           f"{real['engine_exited_at_s']:.1f} s real, {twin['engine_exited_at_s']:.1f} s emulated)")
+                continue
+            if killed[0]:
                 continue
             real_lag = real["engine_exited_at_s"] - real["sigterm_at_s"]
             twin_lag = twin["engine_exited_at_s"] - twin["sigterm_at_s"]

@@ -46,6 +46,9 @@ def test_prestop_may_hold_the_route_wait_and_its_confirming_read_beyond_an_alter
              cell("sleep G−5", 25.4, 25.0)]
     verdicts = engines_report.judge(cells, ("prestop",), ("no hook", "sleep 5", "sleep G−5"))
     assert len(verdicts) == 3 and all("**met**" in v for v in verdicts)
+    # Another engine's cells are never a yardstick.
+    other = dict(cell("sleep 5", 1.0, 0.5), engine="sglang")
+    assert len(engines_report.judge([*cells, other], ("prestop",), ("sleep 5",))) == 1
     # 2 s past sleep 5's exit: more than the confirming read.
     late = [cell("prestop", 7.4, 7.0, policy="full_drain"), cell("sleep 5", 5.4, 5.0)]
     (verdict,) = engines_report.judge(late, ("prestop",), ("sleep 5",))
@@ -77,6 +80,9 @@ def test_disagreements_name_the_exit_lag_and_the_losses_the_twins_differ_on() ->
     assert engines_report.disagreements([real, cell("no hook", 0.5, 0.0, backend="emulator")]) == []
     cut_twin = cell("no hook", 0.5, 0.0, backend="emulator", cut=2)
     assert engines_report.disagreements([real, cut_twin]) == ["vLLM, idle, no hook: lost 0 real, 2 emulated"]
+    lingered = cell("no hook", 30.1, 0.0, sigkill=30.0)
+    assert engines_report.disagreements([lingered, twin]) == [
+        "vLLM, idle, no hook: SIGKILLed real only (exit 30.1 s real, 2.1 s emulated)"]
 
 
 def test_the_section_renders_every_real_cell_beside_its_twin() -> None:
