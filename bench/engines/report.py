@@ -67,8 +67,27 @@ def price_s(prestop: dict, alternative: dict) -> float:
     return route + (FOLLOW_PRICE_S if follows else CONFIRM_PRICE_S)
 
 
+def _drains_on_sigterm(cell: dict) -> bool:
+    return "--shutdown-timeout" in cell["strategy"]
+
+
+def exit_spread_s(cells: Sequence[dict], like: dict, leave_out: Sequence[dict] = ()) -> float:
+    """The engine's own spread, SIGTERM to exit, over the other real deletions of its family with the
+    same SIGTERM (abort or drain) that had nothing running at SIGTERM and lost nothing: how much one
+    deletion's exit can differ whatever the hook did. The deletions being compared are left out, so
+    an outlier cannot excuse itself."""
+    lags = [c["engine_exited_at_s"] - c["sigterm_at_s"] for c in cells
+            if c["backend"] == "real" and c["engine"] == like["engine"] and c["family"] == like["family"]
+            and _drains_on_sigterm(c) == _drains_on_sigterm(like) and not c.get("error") and not lost(c)
+            and c.get("sigkill_at_s") is None and (c.get("last_completed_at_s") or 0.0) <= c["sigterm_at_s"]
+            and not any(c is other for other in leave_out)]
+    return max(lags) - min(lags) if len(lags) > 1 else 0.0
+
+
 def judge(cells: Sequence[dict], prestops: Sequence[str], alternatives: Sequence[str]) -> list[str]:
-    """One line per (scenario, prestop, alternative) the target applies to: met, or by how much not."""
+    """One line per (scenario, prestop, alternative) the target applies to: met, a tie within the
+    engine's own exit spread (exit_spread_s: one deletion each cannot tell them apart), or by how
+    much not."""
     out = []
     real = [c for c in cells if c["backend"] == "real" and not c.get("error")]
     for engine, scenario in dict.fromkeys((c["engine"], c["scenario"]) for c in real):
@@ -81,12 +100,19 @@ def judge(cells: Sequence[dict], prestops: Sequence[str], alternatives: Sequence
                             continue  # the target compares only with an alternative that lost nothing
                         excess = ours["engine_exited_at_s"] - theirs["engine_exited_at_s"]
                         allowed = price_s(ours, theirs)
-                        met = excess <= allowed + MIN_SECONDS_DIFFERENCE and not lost(ours)
-                        out.append(f"{ENGINE_NAMES[engine]}, {scenario}, {name} against {alt_name}: exit {ours['engine_exited_at_s']:.1f} "
-                                   f"vs {theirs['engine_exited_at_s']:.1f} s, price {allowed:.2f} s: "
-                                   + ("**met**" if met else "**not met**"
-                                      + (f" (lost {lost(ours)})" if lost(ours) else
-                                         f" ({excess - allowed:.2f} s over)")))
+                        over = excess - allowed - MIN_SECONDS_DIFFERENCE
+                        if lost(ours):
+                            verdict = f"**not met** (lost {lost(ours)})"
+                        elif over <= 0:
+                            verdict = "**met**"
+                        elif over <= (spread := exit_spread_s(cells, ours, (ours, theirs))):
+                            verdict = (f"**met, within the engine's own exit spread** ({excess - allowed:.2f} s "
+                                       f"over, the spread {spread:.2f} s)")
+                        else:
+                            verdict = f"**not met** ({excess - allowed:.2f} s over)"
+                        out.append(f"{ENGINE_NAMES[engine]}, {scenario}, {name} against {alt_name}: exit "
+                                   f"{ours['engine_exited_at_s']:.1f} vs {theirs['engine_exited_at_s']:.1f} s, "
+                                   f"price {allowed:.2f} s: {verdict}")
     return out
 
 
@@ -172,8 +198,10 @@ def render(part: dict) -> list[str]:
                          *_pair(real, twin, "held_idle_s"), _hook(real), real.get("hook_exit_policy") or DASH])
         lines += [f"### {TITLES[family]}", "", *table(header, rows, "lllllrrrrrrll"), ""]
         verdicts = judge(family_cells, PRESTOPS[family], ALTERNATIVES[family])
-        met = sum("**met**" in v for v in verdicts)
-        lines += [f"Against the target ({met} of {len(verdicts)} comparisons met):", "",
+        met = sum("**met" in v for v in verdicts)
+        lines += [f"Against the target ({met} of {len(verdicts)} comparisons met; an excess within the engine's "
+                  "own spread of SIGTERM to exit, over the table's other quiet deletions with the same SIGTERM, "
+                  "is a tie: one deletion each cannot tell them apart):", "",
                   *(f"- {v}" for v in verdicts), ""]
     differ = disagreements(cells)
     lines += ["Where the emulator's engine and the real one disagree (SIGTERM to exit by more than "

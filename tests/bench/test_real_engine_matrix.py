@@ -95,3 +95,16 @@ def test_the_section_renders_every_real_cell_beside_its_twin() -> None:
     assert "| vLLM | idle | prestop | 3/0/0/0 | 3/0/0/0 | 6.1 | 6.1 | 6.5 | 8.2 |" in text
     assert "vLLM, idle, prestop: SIGTERM to exit 0.40 s real, 2.10 s emulated" in text
     assert "vLLM 3.4 ms a token" in text
+
+
+def test_an_excess_within_the_engines_own_exit_spread_is_a_tie_and_an_outlier_cannot_excuse_itself() -> None:
+    # Other quiet deletions of the same engine and SIGTERM exited 0.4-1.0 s after it: a 0.6 s spread.
+    others = [cell("sleep G−5", 25.4, 25.0, scenario="steady short"),
+              cell("sleep G−5", 26.0, 25.0, scenario="mixed ≤20 s")]
+    close = [cell("prestop", 7.0, 6.1, policy="full_drain"), cell("sleep 5", 5.4, 5.0), *others]
+    (verdict,) = engines_report.judge(close, ("prestop",), ("sleep 5",))
+    assert "**met, within the engine's own exit spread** (0.35 s over, the spread 0.60 s)" in verdict
+    # Its own 10 s exit is left out of the spread it is judged by.
+    outlier = [cell("prestop", 16.1, 6.1, policy="full_drain"), cell("sleep 5", 5.4, 5.0), *others]
+    (verdict,) = engines_report.judge(outlier, ("prestop",), ("sleep 5",))
+    assert "**not met** (9.45 s over)" in verdict
