@@ -103,7 +103,9 @@ def _drain_section(results: dict) -> list[str]:
         "## Drain quality: prestop against the alternatives",
         "",
         "Each cell is one real Pod deletion: the engine emulator as a process (vLLM, aborting every request "
-        "in flight on SIGTERM as vLLM does by default, idle exit ~2 s after it), a router sending it completions "
+        "in flight on SIGTERM as vLLM does by default: no answer, and the process stays until those clients hang "
+        "up, so under a router that waits, to kubelet's SIGKILL; with none waiting it exits ~0.5 s after SIGTERM, "
+        "as the real vLLM did beside it, bench/engines/matrix.py), a router sending it completions "
         "on fresh connections, and the kubelet emulation (`emulation.kubelet.delete_pod`: preStop, SIGTERM when "
         "it returns, SIGKILL when the grace is spent). The router keeps sending for a random "
         f"{settings['route_lag_range_s'][0]:g}–{settings['route_lag_range_s'][1]:g} s after the delete. Every "

@@ -15,6 +15,7 @@ from aiohttp import web
 
 from emulation import constants
 from emulation.connections import drop
+from emulation.engine_config import SigtermPolicy
 from emulation.runtime import EngineRuntime, ServingState
 from emulation.scheduler import Outcome, Scheduler, Ticket
 
@@ -96,9 +97,24 @@ def make_completions_handler(runtime: EngineRuntime):
             return web.json_response(_completion(runtime, ticket))
         if outcome is Outcome.FAILED:
             return _server_error("request aborted: shutdown timeout reached")
-        return drop(request)
+        return await _abandoned(request, runtime)
 
     return completions
+
+
+async def _abandoned(request: web.Request, runtime: EngineRuntime) -> web.StreamResponse:
+    """A request the engine dropped. vLLM's SIGTERM abort answers nothing and holds the connection
+    (its API process lingers until the client goes: aiohttp then cancels this handler); any other
+    drop (a restart) closes it now."""
+    if runtime.state is not ServingState.STOPPING or runtime.config.on_sigterm is not SigtermPolicy.ABORT:
+        return drop(request)
+    protocol = request.protocol
+    runtime.lingering.add(protocol)
+    try:
+        await asyncio.Event().wait()  # only the client's leaving (a cancellation) or SIGKILL ends it
+    finally:
+        runtime.lingering.discard(protocol)
+    return drop(request)  # not reached: the wait ends only by cancellation
 
 
 async def _stream(request: web.Request, runtime: EngineRuntime, ticket: Ticket) -> web.StreamResponse:
@@ -124,5 +140,5 @@ async def _stream(request: web.Request, runtime: EngineRuntime, ticket: Ticket) 
         await response.write(f"data: {json.dumps(aborted)}\n\ndata: [DONE]\n\n".encode())
         await response.write_eof()
         return response
-    drop(request)
+    await _abandoned(request, runtime)  # vLLM: the headers, then nothing
     return response

@@ -24,3 +24,11 @@ def drop_all(server: web.Server) -> int:
     for handler in handlers:
         handler.force_close()
     return len(handlers)
+
+
+def close_all_but(server: web.Server, kept: set) -> int:
+    """Close every connection except `kept` (request protocols); returns how many were closed."""
+    closing = [handler for handler in server.connections if handler not in kept]
+    for handler in closing:
+        handler.force_close()
+    return len(closing)

@@ -6,8 +6,13 @@ operator's spec; kubelet behaviour from kubelet's own source. Nothing else resta
 
 # --- vLLM ----------------------------------------------------------------------------------------
 
-# vLLM with the default --shutdown-timeout 0, idle, exits ~2 s after SIGTERM (measured).
-VLLM_ABORT_EXIT_LAG_S = 2.0
+# vLLM with the default --shutdown-timeout 0 exits this long after SIGTERM once no client waits on
+# it: real vLLM 0.32 beside the emulator (bench/engines/matrix.py), 0.37-1.03 s after SIGTERM,
+# median 0.52 s, where the emulator took 2.07-2.24 s (ENGINES.md's earlier ~2 s was one idle
+# engine that had served nothing). The emulator's own poll and process exit add ~0.1 s to this.
+VLLM_ABORT_EXIT_LAG_S = 0.4
+# How often an aborting vLLM looks whether a client still waits on it.
+LINGER_POLL_S = 0.05
 
 # vLLM with --shutdown-timeout N spends ~7 s tearing down once its queue is empty or N runs out
 # (measured). Overridable with --drain-teardown-s so tests need not wait it out.

@@ -11,7 +11,7 @@ import logging
 from aiohttp import web
 
 from emulation import constants
-from emulation.connections import drop_all
+from emulation.connections import close_all_but, drop_all
 from emulation.listener import Listener
 from emulation.misbehaviour import MisbehaviourSetting
 from emulation.runtime import EngineRuntime, ServingState
@@ -77,6 +77,19 @@ class Lifecycle:
     async def open_listener(self) -> None:
         await self.listener.open()
         log.info("listening on port %d", self.listener.port)
+
+    def abort_in_flight(self) -> int:
+        """vLLM's abort: every request in flight ends with no response; its handler then holds its
+        connection open (completions.linger) until the client goes."""
+        aborted = self._runtime.scheduler.end_all(Outcome.ABORTED)
+        log.info("aborted %d requests in flight: their clients are left waiting", aborted)
+        return aborted
+
+    def close_idle_connections(self) -> int:
+        """Every connection but the lingering ones: keep-alive connections waiting for a request."""
+        closed = close_all_but(self.server, self._runtime.lingering)
+        log.info("closed %d idle connections", closed)
+        return closed
 
     def drop_everything(self) -> int:
         """Every request in flight ends with no response; every connection closes."""

@@ -81,6 +81,9 @@ class EngineRuntime:
         self.rejects_new_work = False  # vLLM draining with --shutdown-timeout: new requests get 500
         self.health_ok = True  # SGLang answers /health 503 once SIGTERM arrives
         self.port = config.port
+        # vLLM's abort: requests SIGTERM found in flight get no answer, and their clients' connections
+        # stay open (the API process lingers until they go): the handlers holding them.
+        self.lingering: set[object] = set()  # their request protocols (aiohttp's RequestHandler)
 
     @property
     def scheduler(self) -> Scheduler:

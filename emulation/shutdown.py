@@ -1,6 +1,9 @@
 """What each engine does on SIGTERM, as measured (docs/engines.md), one coroutine per policy.
 
-- abort (vLLM default): listener closed at once, in-flight requests get no response, exit ~2 s later.
+- abort (vLLM default): listener closed at once, in-flight requests get no response, their clients'
+  connections held open, idle keep-alive connections closed; the process lingers until the last of
+  those clients goes, then exits ~0.5 s later (real vLLM 0.32: held to kubelet's SIGKILL while a
+  router still waits on its answers, bench/engines/matrix.py).
 - drain-timeout (vLLM --shutdown-timeout N): /health and /metrics keep serving, in-flight work
   finishes, new requests get HTTP 500; when empty or after N s (the rest get HTTP 500), ~7 s of
   teardown, exit; ~4.25 s after a SIGTERM that found nothing in flight.
@@ -40,7 +43,12 @@ async def on_sigterm(runtime: EngineRuntime, lifecycle: Lifecycle) -> None:
 async def _abort(runtime: EngineRuntime, lifecycle: Lifecycle) -> None:
     runtime.state = ServingState.STOPPING
     lifecycle.close_listener()
-    lifecycle.drop_everything()
+    lifecycle.abort_in_flight()
+    await asyncio.sleep(constants.LINGER_POLL_S)  # the aborted handlers take up their lingering
+    lifecycle.close_idle_connections()
+    while runtime.lingering:
+        await asyncio.sleep(constants.LINGER_POLL_S)
+    log.info("no client waits any more")
     await asyncio.sleep(constants.VLLM_ABORT_EXIT_LAG_S)
     lifecycle.request_exit(0)
 
