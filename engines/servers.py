@@ -158,17 +158,14 @@ class Started(Protocol):
 
 
 def proc_root_of(engine: Started) -> str:
-    """A /proc that shows only this engine's server process, and the network namespace's socket
-    tables: what the hook sees in its own Pod.
+    """A /proc that shows only this engine's server process: what the hook sees in its own Pod.
 
     The machine's /proc shows every engine other tests run; the hook reads the engine's argv (its
-    kind, role, port, flags) from the processes it sees, so it is shown this one alone. `net` is
-    the namespace's (the hook filters its socket tables by the engine's port).
+    kind, role, port, flags) from the processes it sees, so it is shown this one alone.
     """
     assert engine.process is not None, "not started"
     root = tempfile.mkdtemp(prefix="engine-proc-")
     os.symlink(f"/proc/{engine.process.pid}", os.path.join(root, str(engine.process.pid)))
-    os.symlink("/proc/net", os.path.join(root, "net"))
     return root
 
 

@@ -36,7 +36,6 @@ from modeldrain.hook.flags import (
     whole_number_arg,
 )
 from modeldrain.hook.gauges import DEFAULT_METRICS_PATH, DEFAULT_PORTS, EngineKind
-from modeldrain.hook.kernel_sockets import UnsentWatch, unsent_watch
 from modeldrain.hook.leader import LeaderConfig, leader_from_env, parse_leader_url
 from modeldrain.hook.target import Target, engine_hosts, on_hosts, usable_host
 from modeldrain.hook.token import read_token
@@ -56,9 +55,6 @@ class ReadConfig:
     # Where else the engine can be, in order, when the target refuses (hook.reader.EngineReader):
     # the other loopback addresses and the engine's own --host, then the engine's own --port.
     alternates: tuple[Target, ...] = ()
-    # Whether an idle vLLM read also reads the kernel's socket tables for a stream's tail still
-    # going out (hook/kernel_sockets.py), and why; off by default (a ReadConfig built by hand).
-    unsent: UnsentWatch = UnsentWatch(None, "off: not configured")
 
 
 @dataclass(frozen=True)
@@ -189,7 +185,6 @@ def resolve_read_config(args: argparse.Namespace) -> ReadConfig:
     if hint.port is not None and hint.port != port:
         own = Target(scheme=own_scheme, port=hint.port, path=metrics_path, source="cmdline")
         alternates += on_hosts(own, hosts)
-    unsent = _unsent_watch(args.proc_root, hint, warnings)
     return ReadConfig(
         target=on_hosts(target, hosts)[0],
         alternates=alternates,
@@ -197,20 +192,7 @@ def resolve_read_config(args: argparse.Namespace) -> ReadConfig:
         read_timeout_s=args.read_timeout,
         max_body_bytes=args.max_body_bytes,
         warnings=tuple(warnings + list(hint.warnings) + _where_warnings(hint)),
-        unsent=unsent,
     )
-
-
-def _unsent_watch(proc_root: str, hint: EngineHint, warnings: list[str]) -> UnsentWatch:
-    """vLLM's SIGTERM cuts a stream whose tail is still going out (docs/engines.md), and its gauges
-    read zero then: its reads count the bytes its port still owes. SGLang's SIGTERM drains."""
-    if hint.kind is EngineKind.SGLANG:
-        return UnsentWatch(None, "off: SGLang (read for vLLM, whose SIGTERM cuts a stream's tail)")
-    watch = unsent_watch(proc_root)
-    if watch.proc_root is None and os.path.exists(os.path.join(proc_root, "net", "tcp")):
-        warnings.append(f"the kernel's socket table cannot be read ({watch.status[5:]}): a vLLM stream's tail "
-                        "still going out to a slow reader is not waited for")
-    return watch
 
 
 def _where_warnings(hint: EngineHint) -> list[str]:

@@ -210,7 +210,6 @@ def _log_start(config: DrainConfig, plan: DrainPlan, log: EventLog, choice: Poli
         engine_source=rc.hint.source,
         exit_policy=choice.policy.value,
         exit_policy_reason=choice.reason,
-        unsent_bytes=rc.unsent.status if config.leader is None else "off: a worker reads its leader",
         log_mirror=log.mirror_status,
     )
     # What the read configuration says of the local engine (no port found, a bad annotation) does

@@ -15,7 +15,7 @@ import socket
 import sys
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 from modeldrain.hook import __version__, framing
@@ -35,9 +35,6 @@ class Response:
     status: int
     content_type: str
     body: bytes
-    # This side's end of the connection (address, port): the engine's socket table shows the read's
-    # own connection with it as the peer (hook/kernel_sockets.py leaves it out).
-    local: tuple[str, int] | None = None
 
 
 class FetchError(Exception):
@@ -90,21 +87,12 @@ def fetch(target: Target, *, timeout_s: float, max_body_bytes: int, accept: str 
     deadline_at = time.monotonic() + timeout_s
     sock = _connect(target, deadline_at)
     try:
-        local = _local_end(sock)
         if target.scheme == "https":
             sock = _handshake(sock, deadline_at)
         _send(sock, target, deadline_at, accept, headers or {})
-        return replace(_receive(sock, deadline_at, max_body_bytes), local=local)
+        return _receive(sock, deadline_at, max_body_bytes)
     finally:
         sock.close()
-
-
-def _local_end(sock: socket.socket) -> tuple[str, int] | None:
-    try:
-        name = sock.getsockname()
-    except OSError:
-        return None
-    return (str(name[0]), int(name[1]))
 
 
 def _remaining(deadline_at: float) -> float:

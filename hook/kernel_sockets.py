@@ -1,12 +1,15 @@
 """The kernel's TCP socket tables of this network namespace (/proc/net/tcp, /proc/net/tcp6), bounded.
 
 Both programs run in the Pod's network namespace, so these tables list every socket on the
-engine's port, from wherever its peer is. The hook reads the bytes the engine has written but a
-client has not yet acknowledged (`tx_queue`): a stream whose tail is still going out to a slow
-reader after the engine's gauges read zero (docs/engines.md). The sidecar reads the established
-connections (sidecar/socket_table.py). Every line is checked: a table that cannot be read, is cut
-off mid-line, is over its cap, or holds a line that is not the kernel's format raises
-KernelSocketError, so what it says is unknown rather than short.
+engine's port, from wherever its peer is. The sidecar reads the established connections
+(sidecar/socket_table.py); `unsent_bytes` sums the bytes the engine has written and a client has
+not yet acknowledged (`tx_queue`): a stream's tail still going out to a slow reader after vLLM's
+gauges read zero, which bench/engines/stream_tail.py measures. The hook does not read it: vLLM's
+SIGTERM lets such a tail go out (measured, docs/engines.md), so waiting on it would only hold the
+replica longer; it is here, below both programs, for the day an engine's SIGTERM cuts one.
+Every line is checked: a table that cannot be read, is cut off mid-line, is over its cap, or
+holds a line that is not the kernel's format raises KernelSocketError, so what it says is unknown
+rather than short.
 """
 
 from __future__ import annotations
@@ -68,29 +71,6 @@ class Unsent:
 
     bytes: int
     sockets: int
-
-
-@dataclass(frozen=True)
-class UnsentWatch:
-    """Whether reads count the engine's unsent bytes (`proc_root`: the tables' /proc; None: not
-    read), and the words that say so, for drain_started."""
-
-    proc_root: str | None
-    status: str
-
-
-def unsent_watch(proc_root: str) -> UnsentWatch:
-    """Read the tables once at start: a namespace without them, or whose tables cannot be read or
-    parsed now, has no such signal (off, with why); one that reads now is read on every idle read,
-    and a later failure is doubt about that read, never idle (hook/reader.py)."""
-    path = os.path.join(proc_root, "net", "tcp")
-    if not os.path.exists(path):
-        return UnsentWatch(None, f"off: {path} does not exist (no kernel socket table to read)")
-    try:
-        sockets(proc_root, ())
-    except KernelSocketError as exc:
-        return UnsentWatch(None, f"off: {exc}")
-    return UnsentWatch(proc_root, f"on: {path} (and tcp6): a vLLM read is busy while its port still owes a client bytes")
 
 
 def read_kernel_table(path: str, max_bytes: int, error: type[Exception]) -> str:

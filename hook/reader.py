@@ -17,28 +17,23 @@ from modeldrain.hook.fetch import FetchError, fetch
 from modeldrain.hook.foreign_body import not_an_engine
 from modeldrain.hook.freshness import Heartbeat, stale_zero
 from modeldrain.hook.gauges import EngineKind, Role, gauge_set
-from modeldrain.hook.kernel_sockets import KernelSocketError, packed_address, unsent_bytes
 from modeldrain.hook.outcome import Read, ReadOutcome
 from modeldrain.hook.server_load import LOAD_PATH, MAX_LOAD_BODY_BYTES, ServerLoadError, parse_server_load
 from modeldrain.hook.target import Target
 
 
-def read_work(target: Target, hint: EngineHint, *, timeout_s: float, max_body_bytes: int,
-              unsent_root: str | None = None) -> Read:
+def read_work(target: Target, hint: EngineHint, *, timeout_s: float, max_body_bytes: int) -> Read:
     """Read the engine once, bounded by timeout_s, and classify what came back. Never raises:
-    whatever the reader did not foresee is a READER_ERROR read, which no rule takes for idle.
-    unsent_root: the /proc whose socket tables an idle vLLM read also reads (a stream's tail)."""
+    whatever the reader did not foresee is a READER_ERROR read, which no rule takes for idle."""
     started_at = time.monotonic()
     try:
-        return _read(target, hint, started_at, timeout_s=timeout_s, max_body_bytes=max_body_bytes,
-                     unsent_root=unsent_root)
+        return _read(target, hint, started_at, timeout_s=timeout_s, max_body_bytes=max_body_bytes)
     except Exception as exc:  # noqa: BLE001 - turned into an outcome the drain logs and waits on
         return Read(ReadOutcome.READER_ERROR, started_at, time.monotonic() - started_at,
                     f"unexpected {type(exc).__name__}: {exc}"[:500], kind=hint.kind, role=hint.role)
 
 
-def _read(target: Target, hint: EngineHint, started_at: float, *, timeout_s: float, max_body_bytes: int,
-          unsent_root: str | None) -> Read:
+def _read(target: Target, hint: EngineHint, started_at: float, *, timeout_s: float, max_body_bytes: int) -> Read:
     # What is known before the body says more: the hint's engine and role.
     base = Read(ReadOutcome.INCOMPLETE, started_at, 0.0, kind=hint.kind, role=hint.role)
     try:
@@ -48,21 +43,17 @@ def _read(target: Target, hint: EngineHint, started_at: float, *, timeout_s: flo
     else:
         fetched = replace(base, http_status=response.status, body_bytes=len(response.body))
         read = classify_body(fetched, response.body, response.content_type, hint, deadline_at=started_at + timeout_s)
-        own = [response.local]
         if read.outcome is ReadOutcome.IDLE and read.kind is EngineKind.VLLM and hint.server_load_tracking:
-            read = _with_server_load(read, target, own, deadline_at=started_at + timeout_s)
-        if read.outcome is ReadOutcome.IDLE and read.kind is EngineKind.VLLM and unsent_root is not None:
-            read = _with_unsent(read, unsent_root, {target.port} | ({hint.port} if hint.port else set()), own)
+            read = _with_server_load(read, target, deadline_at=started_at + timeout_s)
     return replace(read, duration_s=time.monotonic() - started_at)
 
 
-def _with_server_load(read: Read, target: Target, own: list[tuple[str, int] | None], *, deadline_at: float) -> Read:
+def _with_server_load(read: Read, target: Target, *, deadline_at: float) -> Read:
     """An idle vLLM read stays idle only if /load also says 0 (hook/server_load.py); a /load that
     cannot be read is doubt, and doubt is never idle."""
     try:
         response = fetch(replace(target, path=LOAD_PATH), timeout_s=max(0.0, deadline_at - time.monotonic()),
                          max_body_bytes=MAX_LOAD_BODY_BYTES, accept="application/json")
-        own.append(response.local)
         load = parse_server_load(response.body)
     except FetchError as exc:
         return replace(read, outcome=ReadOutcome.INCOMPLETE, detail=f"the gauges read zero, but {LOAD_PATH}: {exc.detail}")
@@ -72,24 +63,6 @@ def _with_server_load(read: Read, target: Target, own: list[tuple[str, int] | No
         return replace(read, outcome=ReadOutcome.BUSY, in_flight=load,
                        detail=f"the gauges read zero, but {LOAD_PATH} counts {load:g} in the API server")
     return replace(read, detail=f"{read.detail}; {LOAD_PATH} reads 0")
-
-
-def _with_unsent(read: Read, proc_root: str, ports: set[int], own: list[tuple[str, int] | None]) -> Read:
-    """An idle vLLM read stays idle only if no socket on the engine's port still owes a client
-    bytes (hook/kernel_sockets.py): vLLM's gauges and /load read zero while a stream's tail goes out
-    to a slow reader, and its SIGTERM cuts it (docs/engines.md). The read's own connections are no
-    client's; a table that cannot be read or parsed now is doubt, never idle."""
-    try:
-        own_peers = [(packed_address(end[0]), end[1]) for end in own if end is not None]
-        unsent = unsent_bytes(proc_root, ports, own_peers)
-    except (KernelSocketError, ValueError) as exc:
-        return replace(read, outcome=ReadOutcome.INCOMPLETE, detail=f"the gauges read zero, but the socket table: {exc}")
-    where = "port " + ", ".join(str(p) for p in sorted(ports))
-    if unsent.bytes > 0:
-        return replace(read, outcome=ReadOutcome.BUSY, in_flight=float(unsent.sockets),
-                       detail=f"the gauges read zero, but {unsent.sockets} connection(s) on {where} still owe their "
-                       f"clients {unsent.bytes} bytes (a response still going out)")
-    return replace(read, detail=f"{read.detail}; nothing unsent on {where}")
 
 
 def classify_body(fetched: Read, body: bytes, content_type: str, hint: EngineHint, *, deadline_at: float) -> Read:
@@ -161,8 +134,7 @@ class EngineReader:
     def _read_places(self, timeout_s: float) -> Read:
         c = self._config
         deadline_at = time.monotonic() + timeout_s
-        first = read_work(self.target, c.hint, timeout_s=timeout_s, max_body_bytes=c.max_body_bytes,
-                          unsent_root=c.unsent.proc_root)
+        first = read_work(self.target, c.hint, timeout_s=timeout_s, max_body_bytes=c.max_body_bytes)
         if first.outcome is not ReadOutcome.REFUSED:
             return first
         refused = [self.target]
@@ -172,8 +144,7 @@ class EngineReader:
             left_s = deadline_at - time.monotonic()
             if left_s <= 0:
                 break
-            read = read_work(place, c.hint, timeout_s=left_s, max_body_bytes=c.max_body_bytes,
-                             unsent_root=c.unsent.proc_root)
+            read = read_work(place, c.hint, timeout_s=left_s, max_body_bytes=c.max_body_bytes)
             if read.outcome is ReadOutcome.REFUSED:
                 refused.append(place)
                 continue

@@ -202,34 +202,3 @@ def test_proc_root_flag_wins_over_the_environment(tmp_path, monkeypatch):
     assert read_config(tmp_path, "--annotations", no_annotations(tmp_path), proc=vllm).hint.kind is EngineKind.VLLM
     args = _check_parser().parse_args(["--annotations", no_annotations(tmp_path)])
     assert resolve_read_config(args).hint.kind is EngineKind.SGLANG
-
-
-SGLANG_ARGV = ["/usr/bin/python3", "-m", "sglang.launch_server", "--model-path", "m"]
-
-
-def test_the_unsent_bytes_watch_is_on_where_the_kernel_table_reads(tmp_path):
-    proc = fake_proc(tmp_path, VLLM_ON_9000)
-    assert read_config(tmp_path, "--annotations", no_annotations(tmp_path), proc=proc).unsent.proc_root is None
-    (Path(proc) / "net").symlink_to("/proc/net")
-    watch = read_config(tmp_path, "--annotations", no_annotations(tmp_path), proc=proc).unsent
-    assert watch.proc_root == proc and watch.status.startswith("on: ")
-
-
-def test_a_namespace_without_the_table_is_off_quietly_and_a_broken_one_is_off_with_a_warning(tmp_path):
-    quiet = read_config(tmp_path, "--annotations", no_annotations(tmp_path), proc=fake_proc(tmp_path, VLLM_ON_9000))
-    assert quiet.unsent.status.startswith("off: ") and "does not exist" in quiet.unsent.status
-    assert not any("socket table" in w for w in quiet.warnings)
-    proc = fake_proc(tmp_path, VLLM_ON_9000)
-    (Path(proc) / "net").mkdir()
-    (Path(proc) / "net" / "tcp").write_text("not the kernel's\n")
-    broken = read_config(tmp_path, "--annotations", no_annotations(tmp_path), proc=proc)
-    assert broken.unsent.proc_root is None
-    (warning,) = [w for w in broken.warnings if "socket table" in w]
-    assert "header" in warning and "not waited for" in warning
-
-
-def test_sglang_never_reads_the_table(tmp_path):
-    proc = fake_proc(tmp_path, SGLANG_ARGV)
-    (Path(proc) / "net").symlink_to("/proc/net")
-    watch = read_config(tmp_path, "--annotations", no_annotations(tmp_path), proc=proc).unsent
-    assert watch.proc_root is None and "SGLang" in watch.status

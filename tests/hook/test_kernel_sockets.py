@@ -15,7 +15,6 @@ from modeldrain.hook.kernel_sockets import (
     packed_address,
     sockets,
     unsent_bytes,
-    unsent_watch,
 )
 
 HEADER4 = ("  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode"
@@ -141,18 +140,6 @@ def test_a_fifo_in_place_of_the_table_is_refused_without_blocking(tmp_path):
 def test_a_kernel_without_ipv6_has_no_tcp6_table(tmp_path):
     root = proc(tmp_path, tcp=HEADER4 + line(0, "10.4.0.7", PORT, "10.4.9.9", 1, tx_queue=9), tcp6=None)
     assert unsent_bytes(root, [PORT]) == Unsent(9, 1)
-
-
-def test_the_watch_is_on_where_the_tables_read_and_off_with_why_where_they_do_not(tmp_path):
-    assert unsent_watch("/proc").proc_root == "/proc"
-    assert unsent_watch("/proc").status.startswith("on: /proc/net/tcp")
-    absent = unsent_watch(str(tmp_path))
-    assert absent.proc_root is None and "does not exist" in absent.status
-    broken = tmp_path / "broken"
-    broken.mkdir()
-    broken_root = proc(broken, tcp="garbage\n")
-    watch = unsent_watch(broken_root)
-    assert watch.proc_root is None and watch.status.startswith("off: ") and "header" in watch.status
 
 
 def test_packed_addresses_match_the_tables_form():
