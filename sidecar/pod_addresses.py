@@ -12,7 +12,7 @@ from __future__ import annotations
 import ipaddress
 import os
 
-from modeldrain.sidecar.socket_table import read_kernel_table
+from modeldrain.hook.kernel_sockets import read_kernel_table
 
 # fib_trie marks an address of this host as "/<prefix> host LOCAL" under the line that names it.
 FIB_LOCAL_SUFFIX = "host LOCAL"

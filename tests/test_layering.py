@@ -30,9 +30,9 @@ HOOK_LAYERS: dict[str, int] = {
     "modeldrain.hook.manifest_rules": 2,
     # what each signal does to a drain (a stop, or ignored)
     "modeldrain.hook.signals": 1,
-    # reading: argv, exposition, HTTP
+    # reading: argv, exposition, HTTP, the kernel's socket tables
     "modeldrain.hook.engine": 2, "modeldrain.hook.exposition": 2, "modeldrain.hook.fetch": 2,
-    "modeldrain.hook.freshness": 2,
+    "modeldrain.hook.freshness": 2, "modeldrain.hook.kernel_sockets": 2,
     # a leader's drain-sidecar, read like the engine
     "modeldrain.hook.leader": 3,
     # the configuration: flags, annotations, argv, environment

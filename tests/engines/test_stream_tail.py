@@ -1,0 +1,98 @@
+"""A real vLLM deleted while a stream's tail is still going out to a slow reader: the engine core is
+done and its gauges (and /load) read zero, the API server still writes. prestop reads idle twice
+and returns inside the tail; vLLM's SIGTERM then lets the tail go out (the API server stays until
+its client has read it: measured by bench/engines/stream_tail.py, docs/engines.md). This holds
+the hook to not waiting on it: an engine whose SIGTERM cut the tail would fail here."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from dataclasses import dataclass
+
+import pytest
+
+from emulation.kubelet import delete_pod
+from engines.servers import SERVED_MODEL_NAME, proc_root_of
+from tests.e2e.prestop_run import PRESTOP
+
+pytestmark = pytest.mark.engines
+
+GRACE_S = 30
+# bench/engines/stream_tail.py's stream, read slower: ~145 KB at 1 KB per 80 ms is ~12 s of
+# reading, while the engine generates its 600 tokens in ~3 s: a tail of ~9 s that covers the route
+# wait (5 s) and two idle reads 1 s apart, so a hook that trusted the gauges would return inside it.
+TOKENS = 600
+READ_DELAY_S = 0.08
+RCVBUF = 4096
+# The request must be counted by the gauges before the delete (the engine has it).
+COUNTED_WAIT_S = 60.0
+POLL_S = 0.05
+CHUNKED_END = b"\r\n0\r\n\r\n"  # a chunked body's end (vLLM streams chunked)
+
+
+@dataclass
+class Stream:
+    received: bytearray
+    done_at: float | None = None
+    error: str = ""
+
+
+def slow_stream(port: int) -> tuple[Stream, threading.Thread]:
+    stream = Stream(bytearray())
+    body = json.dumps({"model": SERVED_MODEL_NAME, "prompt": "the replica drains", "max_tokens": TOKENS,
+                       "ignore_eos": True, "stream": True}).encode()
+
+    def read() -> None:
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF)
+        sock.settimeout(60)
+        try:
+            sock.connect(("127.0.0.1", port))
+            sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)
+            while chunk := sock.recv(1024):
+                stream.received.extend(chunk)
+                time.sleep(READ_DELAY_S)
+        except OSError as exc:
+            stream.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            stream.done_at = time.monotonic()
+            sock.close()
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    return stream, thread
+
+
+def running(port: int) -> float:
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    return sum(float(line.rsplit(b" ", 1)[1]) for line in data.split(b"\n")
+               if line.startswith((b"vllm:num_requests_running{", b"vllm:num_requests_waiting{")))
+
+
+def test_a_real_vllm_deleted_during_a_slow_readers_tail_sends_the_whole_stream(vllm):
+    stream, reader = slow_stream(vllm.port)
+    deadline = time.monotonic() + COUNTED_WAIT_S
+    while running(vllm.port) == 0:
+        assert time.monotonic() < deadline and reader.is_alive(), f"never counted: {stream.error}"
+        time.sleep(POLL_S)
+    hook = [PRESTOP, "--grace", str(GRACE_S), "--port", str(vllm.port), "--proc-root", proc_root_of(vllm), "--quiet"]
+    report = delete_pod(vllm.process, hook, GRACE_S)
+    reader.join(GRACE_S)
+    events = [json.loads(line) for line in report.hook_stderr.splitlines() if line.startswith("{")]
+    said = f"hook exit {report.hook_exit_code}; stream error {stream.error!r}; hook:\n{report.hook_stderr[-3000:]}"
+    assert report.hook_exit_code == 0 and events[-1]["outcome"] == "idle", said
+    assert stream.done_at is not None
+    tail_end = stream.done_at - report.t0
+    # The precondition: SIGTERM came while the tail was still going out.
+    assert report.sigterm_at < tail_end, f"the stream ended before SIGTERM: no tail was tested; {said}"
+    # vLLM's SIGTERM let it go out, whole: the last event, then the chunked body's end.
+    assert b"data: [DONE]" in stream.received and bytes(stream.received).endswith(CHUNKED_END), said
+    assert report.sigkill_at is None, said
