@@ -28,10 +28,16 @@ VLLM_DRAIN_REJECT_MESSAGE = "cannot schedule new futures after shutdown"
 
 # --- SGLang --------------------------------------------------------------------------------------
 
-# SGLang checks its queue every 5 s after SIGTERM and exits when it is empty; idle it left ~4 s
-# after the signal, so the first check comes at 4 s and the rest every 5 s.
-SGLANG_FIRST_DRAIN_CHECK_S = 4.0
-SGLANG_DRAIN_CHECK_INTERVAL_S = 5.0
+# SGLang 0.5.23's sigterm_watchdog (tokenizer_manager) wakes every 5 s from the server's start, not
+# from the signal: it first sees the SIGTERM 0-5 s after it, then looks again every 5 s while
+# requests remain, and exits when none do, once its schedulers have stopped. The real server left
+# 2.4-6.3 s after a SIGTERM that found it idle (bench/engines/matrix.py, 8 deletions), where the
+# emulator's fixed first look at 4 s left at 4.1: the phase, then this teardown (unified servers;
+# a prefill or decode server's exit wait, --split-role-exit-wait-s, stands for its own).
+SGLANG_WATCHDOG_INTERVAL_S = 5.0
+SGLANG_EXIT_TEARDOWN_S = 1.4
+# A prefill or decode server's first look, fixed: with its exit wait it makes the spec's ~19 s.
+SGLANG_SPLIT_ROLE_FIRST_CHECK_S = 4.0
 
 # SGLang 0.5.23's /health sends a one-token generate request and sleeps 1 s before it looks for the
 # scheduler's answer (http_server.health_generate): a healthy server answers 200 after ~1 s.

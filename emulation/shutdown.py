@@ -8,7 +8,9 @@
   finishes, new requests get HTTP 500; when empty or after N s (the rest get HTTP 500), ~7 s of
   teardown, exit; ~4.25 s after a SIGTERM that found nothing in flight.
 - drain (SGLang): /health 503 at once, everything (new requests too) is served; the queue is checked
-  at 4 s and then every 5 s, exit 0 when empty (prefill/decode wait 15 s more for their scheduler).
+  on a 5 s clock from the server's start (the first look 0-5 s after SIGTERM) and every 5 s after,
+  exit 0 when empty, ~1.4 s after the last look; prefill/decode: the first look at 4 s, then 15 s
+  more for their scheduler (the spec's GPU figure).
 - ignore: nothing happens; only SIGKILL ends it.
 """
 
@@ -76,13 +78,22 @@ async def _drain(runtime: EngineRuntime, lifecycle: Lifecycle) -> None:
     runtime.state = ServingState.DRAINING
     runtime.health_ok = False
     started_at = time.monotonic()
-    await asyncio.sleep(constants.SGLANG_FIRST_DRAIN_CHECK_S)
+    interval_s = constants.SGLANG_WATCHDOG_INTERVAL_S
+    if runtime.config.role is Role.UNIFIED:
+        since_start_s = max(0.0, time.time() - runtime.incarnation.start_time_s)
+        await asyncio.sleep(interval_s - since_start_s % interval_s)  # the watchdog's next wake-up
+    else:
+        # A prefill or decode server models the spec's GPU figure (~20 s to exit, the role reserve's
+        # reason) whole: the first look at a fixed 4 s, then its exit wait.
+        await asyncio.sleep(constants.SGLANG_SPLIT_ROLE_FIRST_CHECK_S)
     while runtime.scheduler.in_flight > 0:
         log.info("drain check: %d in flight", runtime.scheduler.in_flight)
-        await asyncio.sleep(constants.SGLANG_DRAIN_CHECK_INTERVAL_S)
+        await asyncio.sleep(interval_s)
     log.info("drained after %.1f s", time.monotonic() - started_at)
     if runtime.config.role is not Role.UNIFIED:
         await asyncio.sleep(runtime.config.split_role_exit_wait_s)
+    else:
+        await asyncio.sleep(constants.SGLANG_EXIT_TEARDOWN_S)
     runtime.state = ServingState.STOPPING
     lifecycle.close_listener()
     lifecycle.request_exit(0)
