@@ -20,8 +20,9 @@ from aiohttp import web
 from emulation import constants
 from emulation.completions import make_completions_handler
 from emulation.control import make_misbehave_handler, make_stats_handler
-from emulation.engine_config import EngineConfig, parse_engine_args
+from emulation.engine_config import EngineConfig, EngineKind, parse_engine_args
 from emulation.health import make_health_handler
+from emulation.http_active import counting_middleware
 from emulation.lifecycle import Lifecycle
 from emulation.listener import Listener, server_tls_context
 from emulation.metrics_endpoint import make_decoy_handler, make_metrics_handler
@@ -40,7 +41,9 @@ def write_atomically(path: Path, text: str) -> None:
 
 
 def build_app(runtime: EngineRuntime, lifecycle: Lifecycle) -> web.Application:
-    app = web.Application()
+    # SGLang counts each request in its HTTP gauge from arrival; vLLM has no such gauge.
+    middlewares = [counting_middleware(runtime.http_active)] if runtime.config.kind is EngineKind.SGLANG else []
+    app = web.Application(middlewares=middlewares)
     app.router.add_get("/metrics", make_metrics_handler(runtime))
     app.router.add_get(IDLE_DECOY_PATH, make_decoy_handler(runtime))
     app.router.add_get("/health", make_health_handler(runtime))

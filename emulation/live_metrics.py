@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 from emulation import constants
@@ -39,7 +39,10 @@ SGLANG_WORK_GAUGES = (
     "sglang:num_decode_host_receive_queue_reqs",
     "sglang:num_decode_deferred_kv_release_reqs",
     "sglang:num_grammar_queue_reqs",
+    "sglang:http_requests_active",
 )
+# SGLang's HTTP middleware's gauge: one series per (endpoint, method) a request has come to.
+SGLANG_HTTP_ACTIVE = "sglang:http_requests_active"
 WORK_GAUGES = {EngineKind.VLLM: VLLM_WORK_GAUGES, EngineKind.SGLANG: SGLANG_WORK_GAUGES}
 
 # A value getter: the sample being rendered and the rank (or all ranks) it speaks for.
@@ -100,6 +103,8 @@ RANK_LABEL = {EngineKind.VLLM: "engine", EngineKind.SGLANG: "dp_rank"}
 class EngineSnapshot:
     ranks: tuple[RankSnapshot, ...]
     scheduler_published: bool  # a decode server publishes its scheduler families after a first run
+    # Requests in a handler now, by (endpoint, method): SGLang's HTTP gauge (emulation/http_active.py).
+    http_active: Mapping[tuple[str, str], int] = field(default_factory=dict)
 
     @property
     def all_ranks(self) -> RankSnapshot:
@@ -136,6 +141,9 @@ def live_families(config: EngineConfig, template: EngineTemplate, snapshot: Engi
     for family in families:
         if family.name == missing:
             continue
+        if family.name == SGLANG_HTTP_ACTIVE and config.kind is EngineKind.SGLANG and distorted is None:
+            out.append(_live_http_active(family, snapshot.http_active))
+            continue
         if family.name in HISTOGRAM_BINDINGS:
             out.append(_live_histogram(family, HISTOGRAM_BINDINGS[family.name], rank_of))
             continue
@@ -149,6 +157,20 @@ def live_families(config: EngineConfig, template: EngineTemplate, snapshot: Engi
             continue
         out.append(family)
     return tuple(out)
+
+
+def _live_http_active(family: TemplateFamily, active: Mapping[tuple[str, str], int]) -> TemplateFamily:
+    """The template's series at the counts now (0 where nothing is in that route), then a series for
+    each route a request has come to that the template lacks, as prometheus-client adds one."""
+
+    def key(sample: TemplateSample) -> tuple[str, str]:
+        return sample.label("endpoint") or "", sample.label("method") or ""
+
+    known = [s.with_value(float(active.get(key(s), 0))) for s in family.samples]
+    present = {key(s) for s in family.samples}
+    added = [TemplateSample(family.name, (("endpoint", endpoint), ("method", method)), float(count))
+             for (endpoint, method), count in active.items() if (endpoint, method) not in present]
+    return family.with_samples(known + added)
 
 
 def _live_histogram(family: TemplateFamily, timing: Callable[[Observation], float],

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 
 from emulation.engine_config import EngineConfig, EngineKind, Role
 from emulation.exposition import Body, Renderer
+from emulation.http_active import HttpActive
 from emulation.live_metrics import EngineSnapshot, live_families
 from emulation.misbehaviour import MisbehaviourSetting
 from emulation.scheduler import Outcome, Phase, RankSnapshot, Scheduler
@@ -84,6 +85,8 @@ class EngineRuntime:
         # vLLM's abort: requests SIGTERM found in flight get no answer, and their clients' connections
         # stay open (the API process lingers until they go): the handlers holding them.
         self.lingering: set[object] = set()  # their request protocols (aiohttp's RequestHandler)
+        # SGLang's HTTP gauge: the process's handlers, whatever restarts the scheduler.
+        self.http_active = HttpActive()
 
     @property
     def scheduler(self) -> Scheduler:
@@ -101,7 +104,7 @@ class EngineRuntime:
         if self.config.kind is EngineKind.SGLANG:
             published = self.incarnation.ticks.view(ranks, self.setting, time.monotonic())
             ranks = tuple(replace(rank, heartbeat_s=published.heartbeat_s) for rank in published.ranks)
-        return EngineSnapshot(ranks, publishes)
+        return EngineSnapshot(ranks, publishes, self.http_active.snapshot())
 
     def render_metrics(self, accept: str, accept_encoding: str, setting: MisbehaviourSetting,
                        fill_to_bytes: int = 0, only_samples: frozenset[str] | None = None) -> Body:

@@ -41,10 +41,12 @@ from modeldrain.hook.gauges import (
     PROCESS_START_METRIC,
     RESTART_COUNTERS,
     SCHEDULER_HEARTBEATS,
+    SERIES_FILTERED,
     SGLANG_ROLE_LABEL,
     EngineKind,
     GaugeSet,
     Role,
+    WorkGauge,
     gauge_sets_of,
 )
 from modeldrain.hook.work_names import WorkNameError, WorkTypes, refuse_disguised, suspect_line_starts
@@ -106,7 +108,8 @@ class Sample:
 
 @dataclass(frozen=True)
 class Exposition:
-    """The wanted samples of one body: metric name -> values of its series, in body order."""
+    """The wanted samples of one body: metric name -> values of its series, in body order (a series
+    its gauge names as holding no work, as 0: gauges.WorkGauge.holds_work)."""
 
     series: dict[str, tuple[float, ...]]
     kind: EngineKind | None  # from the wanted samples' prefixes, when they name one engine
@@ -138,10 +141,16 @@ class Measure:
     gauges: dict[str, float]
     missing: tuple[str, ...]
     invalid: tuple[str, ...]  # gauges with a negative, NaN or infinite series
+    overlapping: frozenset[str] = frozenset()  # gauges that count requests the others count too
 
     @property
     def in_flight(self) -> float | None:
-        return None if self.invalid else sum(self.gauges.values())
+        """The sum of the gauges, but a gauge that overlaps the others (WorkGauge.overlaps) is a
+        floor under that sum, not a term of it. Zero exactly when every gauge reads zero."""
+        if self.invalid:
+            return None
+        own = sum(v for n, v in self.gauges.items() if n not in self.overlapping)
+        return max([own, *(v for n, v in self.gauges.items() if n in self.overlapping)])
 
 
 def parse(body: bytes, content_type: str = "", *, deadline_at: float) -> Exposition:
@@ -175,6 +184,7 @@ def measure(exposition: Exposition, gauges: GaugeSet) -> Measure:
     sums: dict[str, float] = {}
     missing: list[str] = []
     invalid: list[str] = []
+    overlapping: set[str] = set()
     required = {gauge.name for gauge in gauges.required}
     for gauge in _gauges_of_kind(gauges):
         values = [v for n in gauge.names for v in exposition.series.get(n, ())]
@@ -185,12 +195,14 @@ def measure(exposition: Exposition, gauges: GaugeSet) -> Measure:
         if any(not math.isfinite(v) or v < 0 for v in values):
             invalid.append(gauge.name)
         sums[gauge.name] = sum(values)
-    return Measure(gauges=sums, missing=tuple(missing), invalid=tuple(invalid))
+        if gauge.overlaps:
+            overlapping.add(gauge.name)
+    return Measure(gauges=sums, missing=tuple(missing), invalid=tuple(invalid), overlapping=frozenset(overlapping))
 
 
-def _gauges_of_kind(gauges: GaugeSet) -> list:
+def _gauges_of_kind(gauges: GaugeSet) -> list[WorkGauge]:
     """The set's gauges first, then every other work gauge of the same engine, each once."""
-    seen: dict[str, object] = {g.name: g for g in gauges.gauges}
+    seen: dict[str, WorkGauge] = {g.name: g for g in gauges.gauges}
     for other in gauge_sets_of(gauges.kind):
         for gauge in other.gauges:
             seen.setdefault(gauge.name, gauge)
@@ -291,7 +303,8 @@ def _parse_lines(lines: Iterable[str], openmetrics: bool, deadline_at: float) ->
             for sample in family.samples:
                 name = CANONICAL.get(sample.name)
                 if name is not None:
-                    samples.append(Sample(name, _as_float(sample.value), sample.labels.get(SGLANG_ROLE_LABEL)))
+                    samples.append(Sample(name, _work_value(name, sample.labels, _as_float(sample.value)),
+                                          sample.labels.get(SGLANG_ROLE_LABEL)))
                 elif sample.name not in ordinary:
                     refuse_disguised(sample.name)
                     ordinary.add(sample.name)
@@ -304,6 +317,15 @@ def _parse_lines(lines: Iterable[str], openmetrics: bool, deadline_at: float) ->
     if time.monotonic() > deadline_at:
         raise ParseTimeout("parsing did not finish in the time left")
     return samples
+
+
+def _work_value(name: str, labels: dict[str, str], value: float) -> float:
+    """A series its gauge names as holding no work (gauges.WorkGauge.holds_work) reads 0; a value
+    no gauge may have (negative, NaN, infinite) is kept, for the read to be invalid."""
+    gauge = SERIES_FILTERED.get(name)
+    if gauge is None or gauge.holds_work(labels) or not math.isfinite(value) or value < 0:
+        return value
+    return 0.0
 
 
 def _as_float(value: object) -> float:

@@ -3,13 +3,15 @@
 A replica is idle when every series of every gauge of its engine's set sums to zero, and a
 read is complete only when each required gauge of the set is present (an optional gauge, one
 that older releases do not export, is summed when present and never makes a read incomplete). Series differ by `engine`,
-`model_name`, `tp_rank`, `dp_rank`... and are all summed.
+`model_name`, `tp_rank`, `dp_rank`... and are all summed, but for the series a gauge names as
+holding no work (SGLang's HTTP gauge's `/metrics` series counts the scrape reading it).
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import Mapping
 
 
 class EngineKind(enum.Enum):
@@ -35,14 +37,30 @@ class WorkGauge:
 
     `optional`: counted when present, but its absence leaves the read complete: a gauge that the
     engine's older releases do not export, whose work those releases count elsewhere or not at all.
+
+    `not_work_label`, `not_work_values`: a series whose label `not_work_label` has one of these
+    values holds no work: read as 0 (its gauge is still present, and a negative, NaN or infinite
+    value in it still makes the read invalid). A deny-list, so that a value nobody listed counts
+    as work (busy, the safe side); a series without the label counts too.
+
+    `overlaps`: counts requests the other gauges count as well (an HTTP layer's count of requests
+    the scheduler also holds): the read's in-flight figure is the larger of it and the others'
+    sum, not their sum. Whether a read is idle does not depend on it: every gauge must read 0.
     """
 
     names: tuple[str, ...]
     optional: bool = False
+    not_work_label: str = ""
+    not_work_values: frozenset[str] = frozenset()
+    overlaps: bool = False
 
     @property
     def name(self) -> str:
         return self.names[0]
+
+    def holds_work(self, labels: Mapping[str, str]) -> bool:
+        """Whether a series with these labels counts as work."""
+        return not self.not_work_values or labels.get(self.not_work_label) not in self.not_work_values
 
 
 @dataclass(frozen=True)
@@ -74,7 +92,28 @@ VLLM_GAUGES = _gauges("vllm:num_requests_running", "vllm:num_requests_waiting")
 # do not export it.
 SGLANG_GRAMMAR_QUEUE = WorkGauge(("sglang:num_grammar_queue_reqs",), optional=True)
 
-SGLANG_GAUGES = _gauges("sglang:num_running_reqs", "sglang:num_queue_reqs") + (SGLANG_GRAMMAR_QUEUE,)
+# SGLang's HTTP middleware moves this gauge at each request's arrival and when its handler has sent
+# the last byte of its response, per route (`endpoint`, the route's path template) and method:
+# measured on SGLang 0.5.23, it counted the requests in the tokenizer manager (a unified server's
+# scheduler gauges read 0 for 0.59 s with 32 out) and a decode server's requests waiting on the
+# prefill side (its gauges read 0 for 7.31 s with 8 out): docs/engines.md. Optional: releases
+# before it, and servers started without --enable-metrics' middleware, do not export it.
+SGLANG_HTTP_ACTIVE_GAUGE = "sglang:http_requests_active"
+SGLANG_HTTP_ROUTE_LABEL = "endpoint"
+# The routes of SGLang 0.5.23's http_server.py that hold no client's work: the scrape itself (it
+# counts 1 in every body), health and readiness probes (kubelet's, the router's: /health runs a
+# one-token generation that takes a second when idle), and the server's and model's info. Every
+# other route counts, a generation route or one added later alike.
+SGLANG_NOT_WORK_ROUTES = frozenset({
+    "/metrics",
+    "/health", "/health_generate", "/ready", "/ping",
+    "/model_info", "/get_model_info", "/server_info", "/get_server_info",
+    "/v1/models", "/v1/models/{model:path}",
+})
+SGLANG_HTTP_ACTIVE = WorkGauge((SGLANG_HTTP_ACTIVE_GAUGE,), optional=True, not_work_label=SGLANG_HTTP_ROUTE_LABEL,
+                               not_work_values=SGLANG_NOT_WORK_ROUTES, overlaps=True)
+
+SGLANG_GAUGES = _gauges("sglang:num_running_reqs", "sglang:num_queue_reqs") + (SGLANG_GRAMMAR_QUEUE, SGLANG_HTTP_ACTIVE)
 
 # SGLang releases before May 2026 name the bootstrap queue "prealloc"; either satisfies it.
 SGLANG_PREFILL_GAUGES = SGLANG_GAUGES + _gauges(
@@ -98,6 +137,12 @@ GAUGE_SETS: dict[tuple[EngineKind, Role], GaugeSet] = {
 ALL_WORK_METRIC_NAMES: frozenset[str] = frozenset(
     n for s in GAUGE_SETS.values() for n in s.metric_names
 )
+
+# Each name of a gauge that leaves some of its series out (WorkGauge.not_work_values): the parse
+# asks it of each sample it keeps under that name.
+SERIES_FILTERED: dict[str, WorkGauge] = {
+    n: g for s in GAUGE_SETS.values() for g in s.gauges if g.not_work_values for n in g.names
+}
 
 # Served by a single-process vLLM API server; its change means a new engine process.
 PROCESS_START_METRIC = "process_start_time_seconds"

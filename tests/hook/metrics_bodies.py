@@ -39,6 +39,10 @@ LABEL_SETS = st.sampled_from([
     '{a="\\"}', '{a="x\\"y"}', '{a="}"}', '{a="{"}', '{engine="0",model_name="tiny"}',
     '{a="b" ', '{"q"="v"}', '{__name__="x"}', '{engine_type="unified"}', '{engine_type="decode"}',
     '{a="vllm:num_requests_running"}',
+    # SGLang's HTTP gauge's route label: a route that is not work, one that is, near misses.
+    '{endpoint="/metrics",method="GET"}', '{endpoint="/health"}', '{endpoint="/generate",method="POST"}',
+    '{endpoint="/metrics ",method="GET"}', '{endpoint="\\/metrics"}', '{"endpoint"="/metrics"}',
+    '{endpoint="/metrics",endpoint="/generate"}', '{endpoint="/Metrics"}', '{method="GET"}',
 ])
 
 

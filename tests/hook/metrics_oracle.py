@@ -16,9 +16,19 @@ from prometheus_client.parser import _split_quoted, _unquote_unescape
 from prometheus_client.parser import text_string_to_metric_families as parse_text
 
 from modeldrain.hook.exposition import CANONICAL, OPENMETRICS_CONTENT_TYPE
-from modeldrain.hook.gauges import ALL_WORK_METRIC_NAMES, EngineKind, Role, gauge_set, gauge_sets_of
+from modeldrain.hook.gauges import ALL_WORK_METRIC_NAMES, GAUGE_SETS, EngineKind, Role, gauge_set, gauge_sets_of
 
 WORK = {name for name, canonical in CANONICAL.items() if canonical in ALL_WORK_METRIC_NAMES}
+# Each work gauge by every name it has: its series that hold no work are read as 0 here (the
+# definition's deny-list, applied to the labels prometheus-client's parse gives).
+GAUGE_BY_NAME = {n: g for key in GAUGE_SETS for g in GAUGE_SETS[key].gauges for n in g.names}
+
+
+def _not_work(name: str, labels: dict[str, str], value: float) -> bool:
+    """A series its gauge denies, with a value a gauge may have (a broken one stays broken)."""
+    gauge = GAUGE_BY_NAME.get(name)
+    return (gauge is not None and gauge.not_work_label in labels
+            and labels[gauge.not_work_label] in gauge.not_work_values and math.isfinite(value) and value >= 0)
 
 
 def _seen(name: str) -> str:
@@ -76,7 +86,8 @@ def oracle_series(body: bytes, content_type: str) -> dict[str, tuple[float, ...]
         for sample in family.samples:
             name = CANONICAL.get(sample.name)
             if name is not None:
-                series.setdefault(name, []).append(as_float(sample.value))
+                value = as_float(sample.value)
+                series.setdefault(name, []).append(0.0 if _not_work(name, sample.labels, value) else value)
     return {k: tuple(v) for k, v in series.items()}
 
 
@@ -87,8 +98,10 @@ class Verdict:
 
 
 def oracle_verdict(series: dict[str, tuple[float, ...]], kind: EngineKind, role: Role) -> Verdict:
-    """The role's gauges must all be present; every other gauge of the engine counts when present."""
+    """The role's gauges must all be present; every other gauge of the engine counts when present.
+    In flight: the sum of the gauges, or a larger overlapping one's (an HTTP layer's count)."""
     total = 0.0
+    floor = 0.0
     required = {g.name for g in gauge_set(kind, role).required}
     seen = set()
     status = None
@@ -104,7 +117,11 @@ def oracle_verdict(series: dict[str, tuple[float, ...]], kind: EngineKind, role:
                 continue
             if any(not math.isfinite(v) or v < 0 for v in values):
                 return Verdict("invalid", None)
-            total += sum(values)
+            if gauge.overlaps:
+                floor = max(floor, sum(values))
+            else:
+                total += sum(values)
+    total = max(total, floor)
     if status:
         return Verdict(status, total)
     return Verdict("idle" if total == 0 else "busy", total)

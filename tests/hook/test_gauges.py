@@ -27,10 +27,11 @@ def test_vllm_counts_running_and_waiting_but_not_waiting_by_reason():
 def test_sglang_roles_add_their_queues(role, extra):
     gauges = gauge_set(EngineKind.SGLANG, role)
     assert {g.name for g in gauges.required} == {"sglang:num_running_reqs", "sglang:num_queue_reqs"} | extra
-    # The grammar queue holds structured-output requests outside num_queue_reqs: read by every role,
-    # required by none (SGLang releases before it, and a decode server before its first stats tick,
-    # do not export it).
-    assert {g.name for g in gauges.gauges if g.optional} == {"sglang:num_grammar_queue_reqs"}
+    # The grammar queue holds structured-output requests outside num_queue_reqs, the HTTP gauge the
+    # requests no scheduler gauge counts yet: read by every role, required by none (SGLang releases
+    # before them, and a decode server before its first stats tick, do not export them).
+    assert {g.name for g in gauges.gauges if g.optional} == {"sglang:num_grammar_queue_reqs",
+                                                             "sglang:http_requests_active"}
 
 
 def test_the_gauges_that_hold_no_request_of_their_own_are_not_read():
