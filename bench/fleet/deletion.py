@@ -8,8 +8,9 @@ the timings that are not rules are drawn from its measurements (measured.py):
 - the preStop runs: none; `sleep S`; or prestop, which returns a measured moment after its route
   wait (nothing running by then) or after the last request's end (past the route wait), and at
   G − exit reserve at the latest;
-- SIGTERM. vLLM's default aborts every running request (cut) and exits after the measured abort
-  lag (one pool with requests to abort, one without); with `--shutdown-timeout T` running requests finish until T, the rest get HTTP 500 (failed)
+- SIGTERM. vLLM's default aborts every running request (cut: no answer), stays while their
+  clients wait (until the router's timeout: in practice kubelet's SIGKILL) and exits the measured
+  abort lag after the last one goes, or after SIGTERM when none runs; with `--shutdown-timeout T` running requests finish until T, the rest get HTTP 500 (failed)
   and a request arriving meanwhile is refused with a 500 (failed); then the measured teardown;
 - kubelet's SIGKILL at G (its stop grace after a hook is G minus the hook's whole seconds, at least
   its minimum): whatever still runs then is cut.
@@ -39,13 +40,14 @@ class Request:
     arrives_s: float
     ends_s: float
     abandoned: bool = False  # the router gave up on it at ends_s (its request timeout): never completed
+    gives_up_s: float = math.inf  # when the router gives up on it if it is never answered
 
 
 def request(arrives_s: float, duration_s: float, timeout_s: float) -> Request:
     """A request as the router sees it: it gives up (the connection closes) at its timeout."""
     if duration_s > timeout_s:
-        return Request(arrives_s, arrives_s + timeout_s, abandoned=True)
-    return Request(arrives_s, arrives_s + duration_s)
+        return Request(arrives_s, arrives_s + timeout_s, abandoned=True, gives_up_s=arrives_s + timeout_s)
+    return Request(arrives_s, arrives_s + duration_s, gives_up_s=arrives_s + timeout_s)
 
 
 @dataclass(frozen=True)
@@ -56,14 +58,13 @@ class Timings:
     prestop_quiet_return_s: float
     prestop_last_return_s: float
     abort_exit_lag_s: float
-    busy_abort_exit_lag_s: float
     drain_teardown_s: float
 
     @classmethod
     def draw(cls, measured: Measured, rng: random.Random) -> Timings:
         return cls(rng.uniform(*measured.route_lag_range_s), rng.choice(measured.prestop_quiet_return_s),
                    rng.choice(measured.prestop_last_return_s), rng.choice(measured.abort_exit_lag_s),
-                   rng.choice(measured.busy_abort_exit_lag_s), rng.choice(measured.drain_teardown_s))
+                   rng.choice(measured.drain_teardown_s))
 
 
 @dataclass(frozen=True)
@@ -124,7 +125,10 @@ def delete(strategy: Strategy, touched: Sequence[Request], timings: Timings) -> 
     failed = 0
     running = [r for r in before if r.ends_s > term]
     if strategy.shutdown_timeout_s is None:
-        exited = term + (timings.busy_abort_exit_lag_s if running else timings.abort_exit_lag_s)
+        # Aborted with no answer, their clients wait on until their router gives up: vLLM stays till
+        # the last one goes (bench/engines/matrix.py: held to kubelet's SIGKILL), then exits.
+        waited_until = max([term, *(r.gives_up_s for r in running)])
+        exited = waited_until + timings.abort_exit_lag_s
         cut += len(running)
     else:
         drain_until = term + strategy.shutdown_timeout_s

@@ -5,8 +5,9 @@ fleet's own (bench/fleet/solo.py: one at a time, as each Pod's deletion has its 
 Nothing here is typed in: each distribution is the pool of one measured quantity over real
 deletions (emulated vLLM, kubelet emulation):
 
-- abort exit lag: SIGTERM to the engine's exit, vLLM's default (abort every request, then exit),
-  apart for an engine with nothing running and one with requests to abort (~40 ms longer);
+- abort exit lag: SIGTERM to the engine's exit, vLLM's default, with nothing running at SIGTERM
+  (with requests running, vLLM answers them nothing and stays until their clients hang up: the
+  lag then counts from the last one's leaving, bench/fleet/deletion.py);
 - drain teardown: SIGTERM to exit of an idle engine under `--shutdown-timeout` (the teardown that
   follows a drain, busy or not);
 - prestop's return, two pools, as the hook reads: after its route wait when the replica was quiet
@@ -40,8 +41,7 @@ class MissingMeasurement(ValueError):
 
 @dataclass(frozen=True)
 class Measured:
-    abort_exit_lag_s: tuple[float, ...]  # nothing running at SIGTERM
-    busy_abort_exit_lag_s: tuple[float, ...]  # requests running at SIGTERM: aborted, then the exit
+    abort_exit_lag_s: tuple[float, ...]  # from SIGTERM, or from the last waiting client's leaving
     drain_teardown_s: tuple[float, ...]
     prestop_quiet_return_s: tuple[float, ...]  # after the route wait, nothing running by then
     prestop_last_return_s: tuple[float, ...]  # after the last request, which ended past the route wait
@@ -49,8 +49,7 @@ class Measured:
     sources: tuple[str, ...]  # which results.json cells each pool came from, for the report
 
     def as_dict(self) -> dict:
-        return {"abort_exit_lag_s": list(self.abort_exit_lag_s),
-                "busy_abort_exit_lag_s": list(self.busy_abort_exit_lag_s), "drain_teardown_s": list(self.drain_teardown_s),
+        return {"abort_exit_lag_s": list(self.abort_exit_lag_s), "drain_teardown_s": list(self.drain_teardown_s),
                 "prestop_quiet_return_s": list(self.prestop_quiet_return_s),
                 "prestop_last_return_s": list(self.prestop_last_return_s), "route_lag_range_s": list(self.route_lag_range_s),
                 "sources": list(self.sources)}
@@ -77,7 +76,6 @@ def from_results(results: dict) -> Measured:
     matrix = [c for c in drain["cells"] if _good(c)]
     exiting = [c for c in matrix if c["scenario"] in _EXITING_SCENARIOS]
     abort = [c["engine_exited_at_s"] - c["sigterm_at_s"] for c in exiting if c["cut"] == 0]
-    busy_abort = [c["engine_exited_at_s"] - c["sigterm_at_s"] for c in exiting if c["cut"] > 0]
     drained = [c for c in matrix if c["strategy"] == "prestop" and c["scenario"] in _PRESTOP_IDLE_SCENARIOS
                and c["hook_outcome"] == "idle"]
     quiet = [c["sigterm_at_s"] - ROUTE_WAIT_S for c in drained if not _busy_past_route_wait(c)]
@@ -88,13 +86,12 @@ def from_results(results: dict) -> Measured:
     low, high = drain["settings"]["route_lag_range_s"]
     return Measured(
         abort_exit_lag_s=_pool("vLLM's abort exit with nothing running (drain matrix)", abort),
-        busy_abort_exit_lag_s=_pool("vLLM's abort exit with requests running (drain matrix)", busy_abort),
         drain_teardown_s=_pool("vLLM's --shutdown-timeout teardown (configurations, idle)", teardown),
         prestop_quiet_return_s=_pool("prestop's return after a quiet route wait (drain matrix)", quiet),
         prestop_last_return_s=_pool("prestop's return after the last request (drain matrix)", last),
         route_lag_range_s=(float(low), float(high)),
-        sources=(f"abort exit lag: {len(abort)} drain-matrix deletions with nothing running at SIGTERM and "
-                 f"{len(busy_abort)} with requests running ({', '.join(_EXITING_SCENARIOS)})",
+        sources=(f"abort exit lag: {len(abort)} drain-matrix deletions with nothing running at SIGTERM "
+                 f"({', '.join(_EXITING_SCENARIOS)})",
                  f"drain teardown: {len(teardown)} idle shutdown-timeout deletions",
                  f"prestop's return after a quiet route wait: {len(quiet)} drain-matrix prestop deletions",
                  f"prestop's return after the last request: {len(last)} drain-matrix prestop deletions"),

@@ -136,8 +136,7 @@ def _real_roll_lines(section: dict) -> list[str]:
 def render(section: dict) -> list[str]:
     settings = section["settings"]
     measured = section["measured"]
-    keys = ("abort_exit_lag_s", "busy_abort_exit_lag_s", "drain_teardown_s", "prestop_quiet_return_s",
-            "prestop_last_return_s")
+    keys = ("abort_exit_lag_s", "drain_teardown_s", "prestop_quiet_return_s", "prestop_last_return_s")
     med = {k: statistics.median(measured[k]) for k in keys}
     matrix = section.get("matrix_pools")
     beside = ""
@@ -155,8 +154,10 @@ def render(section: dict) -> list[str]:
         "both (a discrete-event simulation of Kubernetes' Deployment rules: bench/fleet/rollout.py) with each "
         "deletion modelled from the drain matrix's rules (bench/fleet/deletion.py) and its timings drawn from "
         "deletions measured one at a time, as each Pod's deletion has its node to itself (bench/fleet/solo.py, "
-        "measured.py): vLLM's abort exit lag with nothing running (median "
-        f"{med['abort_exit_lag_s']:.2f} s) and with requests to abort ({med['busy_abort_exit_lag_s']:.2f} s), "
+        "measured.py): vLLM's exit after its abort (median "
+        f"{med['abort_exit_lag_s']:.2f} s after SIGTERM, or after the last client waiting on an aborted request "
+        "hangs up: vLLM answers those nothing and stays while they wait, so under a router that waits, to "
+        "kubelet's SIGKILL), "
         f"its `--shutdown-timeout` teardown ({med['drain_teardown_s']:.2f} s), "
         f"prestop's return after its route wait when nothing ran by then ({med['prestop_quiet_return_s']:.2f} s) "
         f"or after the last request when that ended later ({med['prestop_last_return_s']:.2f} s), and the "

@@ -9,8 +9,9 @@ show each quantity, just before the real roll it is checked against:
 
 - prestop's return after a quiet route wait (idle, steady short) and after the last request
   (mixed ≤20 s, whose long requests end past the route wait);
-- vLLM's abort exit: SIGTERM to exit of an engine with nothing running (after prestop's drain) and
-  with requests running (no hook under steady short: SIGTERM aborts them);
+- vLLM's abort exit: SIGTERM to exit of an engine with nothing running (after prestop's drains;
+  with requests running vLLM stays while their clients wait, which the model rules:
+  bench/fleet/deletion.py);
 - the `--shutdown-timeout` teardown: SIGTERM to exit of an idle engine under the flag.
 """
 
@@ -30,7 +31,7 @@ FAMILY = "fleet pools"
 GRACE_S = 30.0
 # vLLM's flag in the KServe and llm-d settings; the teardown after the drain does not depend on N.
 TIMEOUT_S = 40.0
-# Deletions per kind (full, --quick): ~4 min and ~1 min, one after another.
+# Deletions per kind (full, --quick): ~3 min and ~1 min, one after another.
 REPEATS = (4, 1)
 
 
@@ -46,7 +47,6 @@ KINDS = (
     Kind("prestop, idle", "idle", "prestop"),
     Kind("prestop, steady short", "steady short", "prestop"),
     Kind("prestop, mixed ≤20 s", "mixed ≤20 s", "prestop"),
-    Kind("no hook, steady short", "steady short", "none"),
     Kind("no hook, --shutdown-timeout, idle", "idle", "none", shutdown_timeout=True),
 )
 
@@ -89,18 +89,14 @@ def pools(deletions: list[dict]) -> Measured:
     last = [d["sigterm_at_s"] - d["last_completed_at_s"] for d in drained
             if (d["last_completed_at_s"] or 0.0) > ROUTE_WAIT_S]
     quiet_exit = [d["engine_exited_at_s"] - d["sigterm_at_s"] for d in drained]
-    aborting = [d["engine_exited_at_s"] - d["sigterm_at_s"] for d in good
-                if d["kind"] == "no hook, steady short" and d["cut"] > 0]
     teardown = [d["engine_exited_at_s"] - d["sigterm_at_s"] for d in good if d["kind"].endswith("--shutdown-timeout, idle")]
     return Measured(
         abort_exit_lag_s=_pool("abort exit with nothing running", quiet_exit),
-        busy_abort_exit_lag_s=_pool("abort exit with requests running", aborting),
         drain_teardown_s=_pool("--shutdown-timeout teardown", teardown),
         prestop_quiet_return_s=_pool("return after a quiet route wait", quiet),
         prestop_last_return_s=_pool("return after the last request", last),
         route_lag_range_s=ROUTE_LAG_RANGE_S,
         sources=(f"{len(deletions)} emulated vLLM deletions run one at a time by this part (bench/fleet/solo.py): "
                  f"prestop's return after a quiet route wait from {len(quiet)}, after the last request from "
-                 f"{len(last)}; the abort exit with nothing running from {len(quiet_exit)}, with requests "
-                 f"running from {len(aborting)}; the teardown from {len(teardown)}",),
+                 f"{len(last)}; the abort exit from {len(quiet_exit)}; the teardown from {len(teardown)}",),
     )

@@ -16,7 +16,6 @@ from emulation.load import UniformDurations
 from modeldrain.hook.constants import EXIT_RESERVE_S, ROUTE_WAIT_S
 
 TIMINGS = Timings(route_lag_s=1.0, prestop_quiet_return_s=1.05, prestop_last_return_s=1.2, abort_exit_lag_s=2.0,
-                  busy_abort_exit_lag_s=2.1,
                   drain_teardown_s=7.0)
 # In flight at the delete: one ends at 3 s, one at 18 s; one sent at 0.5 s ends at 4 s.
 REQUESTS = [Request(-2.0, 3.0), Request(-1.0, 18.0), Request(0.5, 4.0)]
@@ -27,17 +26,26 @@ PRESTOP = Strategy("prestop", 30.0, Hook.PRESTOP)
 KSERVE = Strategy("kserve", 60.0, Hook.SLEEP, sleep_s=15.0, shutdown_timeout_s=40.0)
 
 
-def test_no_hook_cuts_what_runs_and_fails_what_comes_after_sigterm() -> None:
+def test_no_hook_cuts_what_runs_fails_what_comes_after_and_is_held_to_g_while_those_clients_wait() -> None:
     out = model.delete(NO_HOOK, REQUESTS, TIMINGS)
-    assert (out.sigterm_at_s, out.exited_at_s) == (0.0, 2.1)  # requests running: the busy abort's exit
+    # vLLM answers the aborted requests nothing; their clients (no router timeout here) wait on, so
+    # it stays until kubelet's SIGKILL at G, as the real one did.
+    assert (out.sigterm_at_s, out.exited_at_s, out.sigkilled) == (0.0, 30.0, True)
     assert (out.completed, out.cut, out.failed) == (0, 2, 1)
-    assert out.held_idle_s == 2.1
+    assert out.held_idle_s == 30.0
+
+
+def test_an_aborted_engine_leaves_once_the_router_gives_up_on_the_last_request_it_answered_nothing() -> None:
+    waiting = [model.request(-2.0, 60.0, timeout_s=10.0), model.request(-1.0, 60.0, timeout_s=10.0)]
+    out = model.delete(NO_HOOK, waiting, TIMINGS)
+    assert (out.exited_at_s, out.sigkilled, out.cut) == (9.0 + 2.0, False, 2)  # the last gives up at 9 s
 
 
 def test_sleep_5_completes_what_ends_by_5_and_cuts_the_rest() -> None:
     out = model.delete(SLEEP_5, REQUESTS, TIMINGS)
-    assert (out.sigterm_at_s, out.exited_at_s, out.completed, out.cut, out.failed) == (5.0, 7.1, 2, 1, 0)
-    assert out.held_idle_s == pytest.approx(7.1 - 4.0)
+    assert (out.sigterm_at_s, out.exited_at_s, out.completed, out.cut, out.failed) == (5.0, 30.0, 2, 1, 0)
+    assert out.sigkilled  # the 18 s request's client still waits at G
+    assert out.held_idle_s == pytest.approx(30.0 - 4.0)
 
 
 def test_prestop_returns_after_the_last_request_and_cuts_nothing() -> None:
@@ -93,7 +101,7 @@ def test_the_requests_drawn_are_those_a_delete_touches() -> None:
 
 
 def test_the_same_seed_draws_the_same_deletion() -> None:
-    measured = Measured((2.0, 2.2), (2.1, 2.3), (7.0, 7.4), (1.0, 1.1), (1.1, 1.3), (0.5, 2.0), ())
+    measured = Measured((2.0, 2.2), (7.0, 7.4), (1.0, 1.1), (1.1, 1.3), (0.5, 2.0), ())
     load = Load("mixed", 0.6, mix(0.1))
     assert model.simulate(PRESTOP, load, measured, random.Random(9)) == model.simulate(
         PRESTOP, load, measured, random.Random(9))
@@ -120,8 +128,7 @@ def test_the_pools_are_the_cells_measured_quantities() -> None:
                 "sigterm_at_s": 5.0, "engine_exited_at_s": 12.2, "sigkill_at_s": None}
     measured = from_results({"drain": {"cells": cells, "settings": {"route_lag_range_s": [0.5, 2.0]}},
                              "configurations": {"cells": [teardown]}})
-    assert measured.abort_exit_lag_s == (2.1, 2.1)  # nothing running at SIGTERM
-    assert measured.busy_abort_exit_lag_s == (2.2,)  # requests aborted; the hung engine's SIGKILL is no exit lag
+    assert measured.abort_exit_lag_s == (2.1, 2.1)  # nothing running at SIGTERM; the hung one gives none
     assert measured.prestop_quiet_return_s == (round(6.3 - ROUTE_WAIT_S, 3),)  # quiet by the route wait's end
     assert measured.prestop_last_return_s == (1.3,)  # after the last request, which ended past it
     assert measured.drain_teardown_s == (7.2,)

@@ -11,7 +11,7 @@ from bench.fleet.measured import Measured
 from bench.fleet.report import plot, render
 from bench.fleet.strategies import STRATEGIES
 
-MEASURED = Measured((2.0, 2.2), (2.1, 2.3), (7.0, 7.4), (1.0, 1.1), (1.1, 1.3), (0.5, 2.0), ("synthetic pools",))
+MEASURED = Measured((2.0, 2.2), (7.0, 7.4), (1.0, 1.1), (1.1, 1.3), (0.5, 2.0), ("synthetic pools",))
 
 
 @pytest.fixture(scope="module")
