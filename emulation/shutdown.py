@@ -8,7 +8,7 @@
   finishes, new requests get HTTP 500; when empty or after N s (the rest get HTTP 500), ~7 s of
   teardown, exit; ~4.25 s after a SIGTERM that found nothing in flight.
 - drain (SGLang): /health 503 at once, everything (new requests too) is served; the queue is checked
-  on a 5 s clock from the server's start (the first look 0-5 s after SIGTERM) and every 5 s after,
+  on a 5 s clock from the server's start (the first look 0-5 s after SIGTERM, uniform) and every 5 s after,
   exit 0 when empty, ~1.4 s after the last look; prefill/decode: the first look at 4 s, then 15 s
   more for their scheduler (the spec's GPU figure).
 - ignore: nothing happens; only SIGKILL ends it.
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
 
 from emulation import constants
@@ -80,8 +81,10 @@ async def _drain(runtime: EngineRuntime, lifecycle: Lifecycle) -> None:
     started_at = time.monotonic()
     interval_s = constants.SGLANG_WATCHDOG_INTERVAL_S
     if runtime.config.role is Role.UNIFIED:
-        since_start_s = max(0.0, time.time() - runtime.incarnation.start_time_s)
-        await asyncio.sleep(interval_s - since_start_s % interval_s)  # the watchdog's next wake-up
+        # The watchdog's clock starts with the server, and a real server's 25-31 s start-up leaves its
+        # phase against any later SIGTERM uniform: the next wake-up is 0-5 s away. (The emulator starts
+        # in a fraction of a second, so its own start would give every deletion the same phase.)
+        await asyncio.sleep(random.uniform(0.0, interval_s))
     else:
         # A prefill or decode server models the spec's GPU figure (~20 s to exit, the role reserve's
         # reason) whole: the first look at a fixed 4 s, then its exit wait.

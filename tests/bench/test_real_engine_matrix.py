@@ -78,11 +78,14 @@ def test_disagreements_name_the_exit_lag_and_the_losses_the_twins_differ_on() ->
     assert engines_report.disagreements([real, twin]) == [
         "vLLM, idle, no hook: SIGTERM to exit 0.40 s real, 2.10 s emulated"]
     assert engines_report.disagreements([real, cell("no hook", 0.5, 0.0, backend="emulator")]) == []
-    cut_twin = cell("no hook", 0.5, 0.0, backend="emulator", cut=2)
-    assert engines_report.disagreements([real, cut_twin]) == ["vLLM, idle, no hook: lost 0 real, 2 emulated"]
-    lingered = cell("no hook", 30.1, 0.0, sigkill=30.0)
-    assert engines_report.disagreements([lingered, twin]) == [
-        "vLLM, idle, no hook: SIGKILLed real only (exit 30.1 s real, 2.1 s emulated)"]
+    # Both had work at SIGTERM (a request ended after it), one was killed: the engines differ.
+    lingered = dict(cell("no hook", 30.1, 0.0, sigkill=30.0), last_completed_at_s=None, cut=0)
+    busy_twin = dict(cell("no hook", 4.1, 0.0, backend="emulator"), last_completed_at_s=3.5)
+    assert engines_report.disagreements([lingered, busy_twin]) == [
+        "vLLM, idle, no hook: SIGKILLed real only (exit 30.1 s real, 4.1 s emulated)"]
+    # Work at SIGTERM on one side only: the loads differed, not the engines.
+    cut_twin = cell("no hook", 30.0, 0.0, backend="emulator", cut=2, sigkill=30.0)
+    assert engines_report.disagreements([real, cut_twin]) == []
 
 
 def test_the_section_renders_every_real_cell_beside_its_twin() -> None:
