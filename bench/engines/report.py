@@ -117,9 +117,11 @@ def judge(cells: Sequence[dict], prestops: Sequence[str], alternatives: Sequence
 
 
 def busy_at_sigterm(cell: dict) -> bool:
-    """Whether the engine still held work when SIGTERM came: a request ended after it, or was lost."""
-    return (cell.get("last_completed_at_s") or 0.0) > cell["sigterm_at_s"] or lost(cell) > 0 \
-        or cell.get("sigkill_at_s") is not None
+    """Whether the engine still held work when SIGTERM came: a request ended after it, or was cut or
+    failed (refused and rejected ones came after it)."""
+    ended_after = (cell.get("last_completed_at_s") or 0.0) > cell["sigterm_at_s"] + MIN_SECONDS_DIFFERENCE
+    return ended_after or int(cell.get("cut") or 0) > 0 \
+        or int(cell.get("failed") or 0) > 0 or cell.get("sigkill_at_s") is not None
 
 
 def disagreements(cells: Sequence[dict]) -> list[str]:
