@@ -125,3 +125,6 @@ TEST_REQUEST_TIMEOUT_S = 5.0
 
 # A teardown first asks the emulator to exit now (SIGINT), then SIGKILLs after this long.
 TEARDOWN_TERM_WAIT_S = 3.0
+
+# SGLang's HTTP gauge (emulation/http_active.py); a release before it exports none (--without-http-gauge).
+SGLANG_HTTP_ACTIVE = "sglang:http_requests_active"

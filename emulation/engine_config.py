@@ -67,6 +67,7 @@ class EngineConfig:
     model_name: str
     multiprocess: bool
     legacy_prefill_name: bool
+    without_http_gauge: bool
 
     @property
     def tls(self) -> bool:
@@ -123,6 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="prometheus multiprocess mode: no process_*/python_* families")
     parser.add_argument("--legacy-prefill-name", action="store_true",
                         help="SGLang before May 2026: num_prefill_prealloc_queue_reqs")
+    parser.add_argument("--without-http-gauge", action="store_true",
+                        help="an SGLang release without sglang:http_requests_active (the scheduler's gauges alone)")
     return parser
 
 
@@ -139,6 +142,8 @@ def parse_engine_args(argv: Sequence[str] | None = None) -> EngineConfig:
         parser.error("--role prefill/decode is SGLang's; vLLM is always unified")
     if args.legacy_prefill_name and args.kind is not EngineKind.SGLANG:
         parser.error("--legacy-prefill-name is SGLang's")
+    if args.without_http_gauge and args.kind is not EngineKind.SGLANG:
+        parser.error("--without-http-gauge is SGLang's")
     on_sigterm = args.on_sigterm
     if on_sigterm is None:
         if args.kind is EngineKind.VLLM and args.shutdown_timeout_s > 0:
@@ -167,4 +172,5 @@ def parse_engine_args(argv: Sequence[str] | None = None) -> EngineConfig:
         model_name=args.model_name,
         multiprocess=multiprocess,
         legacy_prefill_name=args.legacy_prefill_name,
+        without_http_gauge=args.without_http_gauge,
     )

@@ -140,6 +140,7 @@ def _sglang_parser() -> argparse.ArgumentParser:
     parser.add_argument("--ssl-keyfile")
     parser.add_argument("--dp-size", "--dp", type=int, default=1)
     parser.add_argument("--disaggregation-mode", choices=["null", "prefill", "decode"], default="null")
+    parser.add_argument("--node-rank", type=int, default=0)
     parser.add_argument("--max-running-requests", type=int)
     parser.add_argument("--enable-metrics", action="store_true")
     return parser
@@ -173,6 +174,10 @@ def emulator_args(kind: str, engine_args: Sequence[str]) -> list[str]:
             out += ["--role", known.disaggregation_mode]
         if known.max_running_requests:
             out += ["--max-running", str(known.max_running_requests)]
+        if known.node_rank > 0:
+            # A worker node runs schedulers only: no tokenizer manager, so no SIGTERM watchdog to
+            # drain; it stops at once (docs/engines.md: a node of rank >= 1 is not the one that drains).
+            out += ["--on-sigterm", "abort"]
     return out
 
 

@@ -42,7 +42,7 @@ SGLANG_WORK_GAUGES = (
     "sglang:http_requests_active",
 )
 # SGLang's HTTP middleware's gauge: one series per (endpoint, method) a request has come to.
-SGLANG_HTTP_ACTIVE = "sglang:http_requests_active"
+SGLANG_HTTP_ACTIVE = constants.SGLANG_HTTP_ACTIVE
 WORK_GAUGES = {EngineKind.VLLM: VLLM_WORK_GAUGES, EngineKind.SGLANG: SGLANG_WORK_GAUGES}
 
 # A value getter: the sample being rendered and the rank (or all ranks) it speaks for.

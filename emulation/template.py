@@ -14,6 +14,7 @@ from typing import Callable, Iterable, Sequence
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from emulation import constants
 from emulation.engine_config import EngineConfig, EngineKind, Role
 
 # Beside this module, not through importlib.resources: the package must also work as the namespace
@@ -225,6 +226,8 @@ def engine_template(config: EngineConfig, start_time_s: float, pid: int) -> Engi
         if config.legacy_prefill_name:
             families = with_legacy_prefill_name(families)
             deferred = with_legacy_prefill_name(deferred)
+        if config.without_http_gauge:
+            families = tuple(f for f in families if f.name != constants.SGLANG_HTTP_ACTIVE)
 
     def shape(fams: Families) -> Families:
         fams = with_pid(with_model_name(fresh_process(fams, start_time_s), config.model_name), pid)

@@ -25,7 +25,9 @@ HINT = EngineHint(kind=EngineKind.SGLANG)
 
 @pytest.mark.slow
 def test_a_zero_held_by_a_long_forward_pass_is_idle_to_the_old_rule_and_stale_to_the_reader():
-    with EngineProcess("--kind", "sglang", "--max-running", "8") as engine:
+    # An SGLang release without the HTTP gauge: the scheduler's gauges and heartbeat alone (with
+    # the gauge, its count of the requests makes these reads busy: tests/hook/test_http_requests_active.py).
+    with EngineProcess("--kind", "sglang", "--max-running", "8", "--without-http-gauge") as engine:
         target = Target("http", engine.port, "/metrics", source="flag")
         reader = EngineReader(ReadConfig(target=target, hint=HINT, read_timeout_s=2.0, max_body_bytes=1 << 22))
         assert reader.read(2.0).outcome in (ReadOutcome.STALE, ReadOutcome.IDLE)  # the reader's baseline
