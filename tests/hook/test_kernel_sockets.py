@@ -5,7 +5,6 @@ own /proc for the kernel's side."""
 import ipaddress
 import os
 import socket
-import sys
 
 import pytest
 
@@ -16,26 +15,9 @@ from modeldrain.hook.kernel_sockets import (
     sockets,
     unsent_bytes,
 )
+from tests.kernel_tables import HEADER4, HEADER6, hex_address, line
 
-HEADER4 = ("  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode"
-           "                                                     \n")
-HEADER6 = ("  sl  local_address                         remote_address                        st tx_queue "
-           "rx_queue tr tm->when retrnsmt   uid  timeout inode\n")
 PORT = 8000
-
-
-def _hex(address: str) -> str:
-    raw = ipaddress.ip_address(address).packed
-    if sys.byteorder == "little":
-        raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
-    return raw.hex().upper()
-
-
-def line(sl: int, local: str, local_port: int, remote: str, remote_port: int, state: str = "01",
-         tx_queue: int = 0, inode: int = 1000) -> str:
-    """A line as the kernel writes it (net/ipv4/tcp_ipv4.c, net/ipv6/tcp_ipv6.c)."""
-    return (f"{sl:4d}: {_hex(local)}:{local_port:04X} {_hex(remote)}:{remote_port:04X} {state} "
-            f"{tx_queue:08X}:00000000 00:00000000 00000000  1000        0 {inode} 1 0000000000000000 20 4 30 10 -1\n")
 
 
 def proc(tmp_path, tcp=HEADER4, tcp6=HEADER6):
@@ -99,11 +81,11 @@ def test_addresses_decode_as_the_kernel_prints_them(tmp_path):
     ("no tcp table", {"tcp": None}, "cannot read"),
     ("a hostile line", {"tcp": HEADER4 + "   0: 0100007F:1F40 nonsense\n"}, "line 2 is not a socket"),
     ("a bad hex address", {"tcp": HEADER4 + line(0, "10.4.0.7", PORT, "10.4.9.9", 1).replace(
-        _hex("10.4.9.9"), "0A0409ZZ")}, "line 2 is not a socket"),
+        hex_address("10.4.9.9"), "0A0409ZZ")}, "line 2 is not a socket"),
     ("a bad hex tx_queue", {"tcp": HEADER4 + line(0, "10.4.0.7", PORT, "10.4.9.9", 1, tx_queue=0x10).replace(
         "00000010:", "0000001G:")}, "line 2 is not a socket"),
     ("lower-case hex (not the kernel's)", {"tcp": HEADER4 + line(0, "10.4.0.10", PORT, "10.4.9.9", 1).replace(
-        _hex("10.4.0.10"), _hex("10.4.0.10").lower())}, "line 2 is not a socket"),
+        hex_address("10.4.0.10"), hex_address("10.4.0.10").lower())}, "line 2 is not a socket"),
     ("an IPv4 line in the IPv6 table", {"tcp6": HEADER6 + line(0, "10.4.0.7", PORT, "10.4.9.9", 1)},
      "tcp6 line 2 is not a socket"),
     ("a truncated line", {"tcp": HEADER4 + line(0, "10.4.0.7", PORT, "10.4.9.9", 1)[:60]}, "cut off"),

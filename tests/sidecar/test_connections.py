@@ -19,14 +19,11 @@ from modeldrain.sidecar.connections import count_connections, outside, recent
 from modeldrain.sidecar.pod_addresses import own_networks
 from modeldrain.sidecar.sock_diag import DataAge, SockDiagError, data_ages
 from modeldrain.sidecar.socket_table import Connection, established
+from tests.kernel_tables import HEADER4, HEADER6, hex_address, line
 
 from .contract import assert_work
 from .sidecar_process import SidecarProcess
 
-HEADER4 = ("  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode"
-           "                                                     \n")
-HEADER6 = ("  sl  local_address                         remote_address                        st tx_queue "
-           "rx_queue tr tm->when retrnsmt   uid  timeout inode\n")
 FIB = """Main:
   +-- 0.0.0.0/0 3 0 5
      +-- 127.0.0.0/8 2 0 2
@@ -38,20 +35,6 @@ FIB = """Main:
 IF_INET6 = ("00000000000000000000000000000001 01 80 10 80       lo\n"
             "fe800000000000000000000000000007 02 40 20 80     eth0\n")
 PORT = 8000
-
-
-def _hex(address: str) -> str:
-    raw = ipaddress.ip_address(address).packed
-    if sys.byteorder == "little":
-        raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
-    return raw.hex().upper()
-
-
-def line(sl: int, local: str, local_port: int, remote: str, remote_port: int, state: str = "01",
-         inode: int = 1000) -> str:
-    """A line as the kernel writes it (net/ipv4/tcp_ipv4.c, net/ipv6/tcp_ipv6.c)."""
-    return (f"{sl:4d}: {_hex(local)}:{local_port:04X} {_hex(remote)}:{remote_port:04X} {state} "
-            f"00000000:00000000 00:00000000 00000000  1000        0 {inode} 1 0000000000000000 20 4 30 10 -1\n")
 
 
 def proc(tmp_path, tcp=HEADER4, tcp6=HEADER6, fib=FIB, if_inet6=IF_INET6):
@@ -96,7 +79,7 @@ def test_a_node_address_peer_counts_like_any_client(tmp_path):
     ("no /proc/net", None, "cannot read"),
     ("a hostile line", {"tcp": HEADER4 + "   0: 0100007F:1F40 nonsense\n"}, "line 2 is not a socket"),
     ("a line with a bad address", {"tcp": HEADER4 + line(0, "10.4.0.7", PORT, "10.4.9.9", 1).replace(
-        _hex("10.4.9.9"), "0A0409ZZ")}, "line 2 is not a socket"),
+        hex_address("10.4.9.9"), "0A0409ZZ")}, "line 2 is not a socket"),
     ("a truncated table", {"tcp": HEADER4 + line(0, "10.4.0.7", PORT, "10.4.9.9", 1)[:60]}, "cut off"),
     ("an empty table", {"tcp": ""}, "cut off"),
     ("no header", {"tcp": line(0, "10.4.0.7", PORT, "10.4.9.9", 1)}, "header"),
