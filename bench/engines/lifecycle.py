@@ -137,16 +137,18 @@ class ClientRequest:
 
 
 def post(port: int, path: str, body: dict, record: ClientRequest, *, read_delay_s: float = 0.0,
-         cancel: threading.Event | None = None, rcvbuf: int | None = None) -> None:
+         cancel: threading.Event | None = None, rcvbuf: int | None = None, timeout_s: float = 300.0,
+         received_into: bytearray | None = None) -> None:
     """One request on its own socket. read_delay_s: a slow reader (1 KB per delay). cancel: close
-    the socket as soon as it is set (a client that goes away)."""
+    the socket as soon as it is set (a client that goes away). received_into: every byte read, for a
+    caller that checks the response's end (bench/engines/stream_tail.py)."""
     payload = json.dumps(body).encode()
     head = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(payload)}\r\nConnection: close\r\n\r\n").encode()
     sock = socket.socket()
     if rcvbuf:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-    sock.settimeout(0.2 if cancel else 300)
+    sock.settimeout(0.2 if cancel else timeout_s)
     received = b""
     try:
         sock.connect(("127.0.0.1", port))
@@ -165,6 +167,8 @@ def post(port: int, path: str, body: dict, record: ClientRequest, *, read_delay_
             if record.first_byte_at is None:
                 record.first_byte_at = time.monotonic()
             received += chunk
+            if received_into is not None:
+                received_into.extend(chunk)
             if read_delay_s:
                 time.sleep(read_delay_s)
         record.ok = received.startswith(b"HTTP/1.1 200") and (b"[DONE]" in received or b'"choices"' in received)

@@ -20,13 +20,12 @@ import argparse
 import json
 import os
 import signal
-import socket
 import sys
 import threading
 import time
 from dataclasses import asdict, dataclass
 
-from bench.engines.lifecycle import ClientRequest, completion, gauges_of, scrape
+from bench.engines.lifecycle import ClientRequest, completion, gauges_of, post, scrape
 from engines import tier as tier_module
 from engines.servers import RealEngine
 from modeldrain.hook.kernel_sockets import KernelSocketError, unsent_bytes
@@ -168,29 +167,15 @@ def watch_exits(pids: list[int], gone: list[float]) -> None:
         time.sleep(SAMPLE_INTERVAL_S)
 
 
+# The slow reader's socket gives up after this long without a byte (a hung engine).
+CLIENT_SOCKET_TIMEOUT_S = 60.0
+
+
 def post_recording(port: int, path: str, body: dict, record: ClientRequest, received: bytearray,
                    read_delay_s: float) -> None:
-    payload = json.dumps(body).encode()
-    head = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(payload)}\r\nConnection: close\r\n\r\n").encode()
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF)
-    sock.settimeout(60)
-    try:
-        sock.connect(("127.0.0.1", port))
-        record.sent_at = time.monotonic()
-        sock.sendall(head + payload)
-        while True:
-            chunk = sock.recv(1024)
-            if not chunk:
-                break
-            received.extend(chunk)
-            time.sleep(read_delay_s)
-    except OSError as exc:
-        record.error = f"{type(exc).__name__}: {exc}"
-    finally:
-        record.done_at = time.monotonic()
-        sock.close()
+    """lifecycle.post as this bench's slow reader: a 4 KB receive buffer, every byte kept."""
+    post(port, path, body, record, read_delay_s=read_delay_s, rcvbuf=RCVBUF, timeout_s=CLIENT_SOCKET_TIMEOUT_S,
+         received_into=received)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,78 +7,46 @@ the hook to not waiting on it: an engine whose SIGTERM cut the tail would fail h
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
-from dataclasses import dataclass
 
 import pytest
 
+from bench.engines.lifecycle import ClientRequest, completion, gauges_of, scrape
+from bench.engines.stream_tail import CHUNKED_END, GAUGES, TOKENS, post_recording
 from emulation.kubelet import delete_pod
-from engines.servers import SERVED_MODEL_NAME, proc_root_of
+from engines.servers import proc_root_of
 from tests.e2e.prestop_run import PRESTOP
 
 pytestmark = pytest.mark.engines
 
 GRACE_S = 30
-# bench/engines/stream_tail.py's stream, read slower: ~145 KB at 1 KB per 80 ms is ~12 s of
-# reading, while the engine generates its 600 tokens in ~3 s: a tail of ~9 s that covers the route
-# wait (5 s) and two idle reads 1 s apart, so a hook that trusted the gauges would return inside it.
-TOKENS = 600
+# bench/engines/stream_tail.py's stream (its client, 4 KB receive buffer), read slower: ~145 KB at
+# 1 KB per 80 ms is ~12 s of reading, while the engine generates its 600 tokens in ~3 s: a tail of
+# ~9 s that covers the route wait (5 s) and two idle reads 1 s apart, so a hook that trusted the
+# gauges would return inside it.
 READ_DELAY_S = 0.08
-RCVBUF = 4096
 # The request must be counted by the gauges before the delete (the engine has it).
 COUNTED_WAIT_S = 60.0
 POLL_S = 0.05
-CHUNKED_END = b"\r\n0\r\n\r\n"  # a chunked body's end (vLLM streams chunked)
 
 
-@dataclass
-class Stream:
-    received: bytearray
-    done_at: float | None = None
-    error: str = ""
-
-
-def slow_stream(port: int) -> tuple[Stream, threading.Thread]:
-    stream = Stream(bytearray())
-    body = json.dumps({"model": SERVED_MODEL_NAME, "prompt": "the replica drains", "max_tokens": TOKENS,
-                       "ignore_eos": True, "stream": True}).encode()
-
-    def read() -> None:
-        sock = socket.socket()
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF)
-        sock.settimeout(60)
-        try:
-            sock.connect(("127.0.0.1", port))
-            sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                         b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)
-            while chunk := sock.recv(1024):
-                stream.received.extend(chunk)
-                time.sleep(READ_DELAY_S)
-        except OSError as exc:
-            stream.error = f"{type(exc).__name__}: {exc}"
-        finally:
-            stream.done_at = time.monotonic()
-            sock.close()
-
-    thread = threading.Thread(target=read, daemon=True)
+def slow_stream(port: int) -> tuple[ClientRequest, bytearray, threading.Thread]:
+    record, received = ClientRequest(), bytearray()
+    thread = threading.Thread(target=post_recording, daemon=True,
+                              args=(port, "/v1/completions", completion(TOKENS, stream=True), record, received,
+                                    READ_DELAY_S))
     thread.start()
-    return stream, thread
+    return record, received, thread
 
 
 def running(port: int) -> float:
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
-        sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-        data = b""
-        while chunk := sock.recv(65536):
-            data += chunk
-    return sum(float(line.rsplit(b" ", 1)[1]) for line in data.split(b"\n")
-               if line.startswith((b"vllm:num_requests_running{", b"vllm:num_requests_waiting{")))
+    body = scrape(port, "/metrics")
+    return sum(gauges_of(body, GAUGES).values()) if body is not None else 0.0
 
 
 def test_a_real_vllm_deleted_during_a_slow_readers_tail_sends_the_whole_stream(vllm):
-    stream, reader = slow_stream(vllm.port)
+    stream, received, reader = slow_stream(vllm.port)
     deadline = time.monotonic() + COUNTED_WAIT_S
     while running(vllm.port) == 0:
         assert time.monotonic() < deadline and reader.is_alive(), f"never counted: {stream.error}"
@@ -94,5 +62,5 @@ def test_a_real_vllm_deleted_during_a_slow_readers_tail_sends_the_whole_stream(v
     # The precondition: SIGTERM came while the tail was still going out.
     assert report.sigterm_at < tail_end, f"the stream ended before SIGTERM: no tail was tested; {said}"
     # vLLM's SIGTERM let it go out, whole: the last event, then the chunked body's end.
-    assert b"data: [DONE]" in stream.received and bytes(stream.received).endswith(CHUNKED_END), said
+    assert b"data: [DONE]" in received and bytes(received).endswith(CHUNKED_END), said
     assert report.sigkill_at is None, said
