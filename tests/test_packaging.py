@@ -23,8 +23,10 @@ import prometheus_client
 import pytest
 
 from modeldrain.hook import __version__
+from modeldrain.hook.engine import PROC_ROOT_ENV
 from modeldrain.hook.exitcodes import ExitCode
 from tests.conftest import REPO
+from tests.process_table import empty_process_table
 
 SOURCES = ("pyproject.toml", "README.md", "LICENSE", "modeldrain", "hook", "sidecar", "emulation", "tests", "bench")
 # The two folders, installed in one namespace: nothing at the top of site-packages but modeldrain.
@@ -98,8 +100,10 @@ def installed(wheel, tmp_path_factory) -> Path:
 
 
 def run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    # No PYTHONPATH, and a working directory outside the checkout: only what was installed.
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(cwd)}
+    # No PYTHONPATH, and a working directory outside the checkout: only what was installed. The
+    # empty process table still holds (tests/process_table.py): else another test's engine on this
+    # machine answers for the refused port.
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(cwd), PROC_ROOT_ENV: empty_process_table()}
     return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
 
 
