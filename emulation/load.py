@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import json
+import math
 import random
 import ssl
 import threading
@@ -171,7 +172,10 @@ class LoadGenerator:
         self._duration_rng = random.Random(seed + 1)
         self._stream = stream
         self._tls = self._tls_context(base_url, ca_file)
-        self._timeout = aiohttp.ClientTimeout(total=request_timeout_s)
+        # Exactly at the timeout: aiohttp otherwise rounds a deadline of 5 s or more up to the loop
+        # clock's next whole second, and a request given up 0-1 s late held an aborting vLLM (which
+        # stays while its client waits) that much longer than the router's timeout says.
+        self._timeout = aiohttp.ClientTimeout(total=request_timeout_s, ceil_threshold=math.inf)
         self._max_requests = max_requests
         self._request_body = request_body
         self._lock = threading.Lock()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 
@@ -115,3 +116,19 @@ def test_vllm_counts_a_request_compiling_its_grammar_as_waiting():
         time.sleep(0.5)
         assert gauges(engine, *names) == {names[0]: 1.0, names[1]: 0.0}
         thread.join(10)
+
+
+def test_the_router_gives_up_at_its_timeout_not_at_the_next_whole_second():
+    """aiohttp rounds a deadline of 5 s or more up to the loop clock's next whole second; the bench's
+    router must not, since an aborting vLLM stays exactly until its clients give up. The request is
+    sent just after a whole second of the monotonic clock (asyncio's), where rounding costs ~0.9 s."""
+    timeout_s = 5.0
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts, never answers
+        port = silent.getsockname()[1]
+        while not 0.02 <= time.monotonic() % 1.0 <= 0.06:
+            time.sleep(0.005)
+        tally = LoadGenerator(f"http://127.0.0.1:{port}", concurrency=1, max_requests=1,
+                              request_timeout_s=timeout_s).start().wait(timeout_s=timeout_s + 5)
+    (record,) = tally.records
+    assert record.outcome is RequestOutcome.CUT and record.detail == "no full response in time"
+    assert timeout_s <= record.ended_at - record.started_at < timeout_s + 0.4, record
