@@ -148,10 +148,12 @@ def run_drain(prestop: Path, shown_as: str, graces_s: tuple[float, ...], repeats
     }
 
 
-def run_fleet(results: dict, prestop: Path, quick: bool) -> dict:
-    """The fleet simulation from its own deletions' pools (set beside the drain matrix's), its real roll, its plot."""
+def run_fleet(results: dict, prestop: Path, quick: bool, report_path: Path) -> dict:
+    """The fleet simulation from its own deletions' pools (set beside the drain matrix's), its real roll,
+    its plot beside the report that links it (a --quick run's never over the record's)."""
     result = fleet_part.measure(results, fleet_measured(results), prestop, quick, progress=_log)
-    _log(f"fleet: plot written to {fleet_report.plot(result).relative_to(HERE.parent)}")
+    plot = fleet_report.plot(result, report_path.parent / fleet_report.PLOT_LINK)
+    _log(f"fleet: plot written to {plot}")
     return result
 
 
@@ -233,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
             "drain": lambda: run_drain(prestop, shown_as, graces_s, repeats, drain_jobs),
             "configurations": lambda: run_configurations(prestop, shown_as, args.repeats, args.quick,
                                                          configuration_jobs),
-            "fleet": lambda: run_fleet(results, prestop, args.quick),
+            "fleet": lambda: run_fleet(results, prestop, args.quick, args.out),
         }
         for part in PARTS:
             if part not in parts:

@@ -11,7 +11,8 @@ the timings that are not rules are drawn from its measurements (measured.py):
 - SIGTERM. vLLM's default aborts every running request (cut: no answer), stays while their
   clients wait (until the router's timeout: in practice kubelet's SIGKILL) and exits the measured
   abort lag after the last one goes, or after SIGTERM when none runs; with `--shutdown-timeout T` running requests finish until T, the rest get HTTP 500 (failed)
-  and a request arriving meanwhile is refused with a 500 (failed); then the measured teardown;
+  and a request arriving meanwhile is refused with a 500 (failed); then the measured teardown (from
+  SIGTERM when it found nothing running, else from the drain's end, and longer);
 - kubelet's SIGKILL at G (its stop grace after a hook is G minus the hook's whole seconds, at least
   its minimum): whatever still runs then is cut.
 
@@ -58,13 +59,14 @@ class Timings:
     prestop_quiet_return_s: float
     prestop_last_return_s: float
     abort_exit_lag_s: float
-    drain_teardown_s: float
+    teardown_idle_s: float
+    teardown_after_drain_s: float
 
     @classmethod
     def draw(cls, measured: Measured, rng: random.Random) -> Timings:
         return cls(rng.uniform(*measured.route_lag_range_s), rng.choice(measured.prestop_quiet_return_s),
                    rng.choice(measured.prestop_last_return_s), rng.choice(measured.abort_exit_lag_s),
-                   rng.choice(measured.drain_teardown_s))
+                   rng.choice(measured.teardown_idle_s), rng.choice(measured.teardown_after_drain_s))
 
 
 @dataclass(frozen=True)
@@ -141,7 +143,8 @@ def delete(strategy: Strategy, touched: Sequence[Request], timings: Timings) -> 
             failed += unfinished  # the drain's end answers them with a 500
         else:
             cut += unfinished
-        exited = drain_end + timings.drain_teardown_s
+        # vLLM's teardown: shorter when SIGTERM found nothing to drain (measured.py).
+        exited = drain_end + (timings.teardown_after_drain_s if running else timings.teardown_idle_s)
     sigkilled = exited > kill
     exited = min(exited, kill)
     last_s = max([0.0, *done])

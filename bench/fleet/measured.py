@@ -8,8 +8,10 @@ deletions (emulated vLLM, kubelet emulation):
 - abort exit lag: SIGTERM to the engine's exit, vLLM's default, with nothing running at SIGTERM
   (with requests running, vLLM answers them nothing and stays until their clients hang up: the
   lag then counts from the last one's leaving, bench/fleet/deletion.py);
-- drain teardown: SIGTERM to exit of an idle engine under `--shutdown-timeout` (the teardown that
-  follows a drain, busy or not);
+- the `--shutdown-timeout` teardown, two pools, as vLLM tears down: SIGTERM to exit when SIGTERM
+  found nothing running (~4.3 s), and the last drained request's end to exit when it found work
+  (~7 s). One pool of the first kind had the drains of KServe's and llm-d's settings under long
+  requests leave ~3 s early;
 - prestop's return, two pools, as the hook reads: after its route wait when the replica was quiet
   by then (the first read and its confirmation 1 s later: ~1.05 s), and after the last request when
   that ended later (the busy cadence's phase, then the confirmation: ~1.1-1.35 s). One pool for both
@@ -42,14 +44,16 @@ class MissingMeasurement(ValueError):
 @dataclass(frozen=True)
 class Measured:
     abort_exit_lag_s: tuple[float, ...]  # from SIGTERM, or from the last waiting client's leaving
-    drain_teardown_s: tuple[float, ...]
+    teardown_idle_s: tuple[float, ...]  # --shutdown-timeout, nothing running at SIGTERM: from SIGTERM
+    teardown_after_drain_s: tuple[float, ...]  # --shutdown-timeout, work at SIGTERM: from the drain's end
     prestop_quiet_return_s: tuple[float, ...]  # after the route wait, nothing running by then
     prestop_last_return_s: tuple[float, ...]  # after the last request, which ended past the route wait
     route_lag_range_s: tuple[float, float]
     sources: tuple[str, ...]  # which results.json cells each pool came from, for the report
 
     def as_dict(self) -> dict:
-        return {"abort_exit_lag_s": list(self.abort_exit_lag_s), "drain_teardown_s": list(self.drain_teardown_s),
+        return {"abort_exit_lag_s": list(self.abort_exit_lag_s), "teardown_idle_s": list(self.teardown_idle_s),
+                "teardown_after_drain_s": list(self.teardown_after_drain_s),
                 "prestop_quiet_return_s": list(self.prestop_quiet_return_s),
                 "prestop_last_return_s": list(self.prestop_last_return_s), "route_lag_range_s": list(self.route_lag_range_s),
                 "sources": list(self.sources)}
@@ -57,6 +61,13 @@ class Measured:
 
 def _good(cell: dict) -> bool:
     return not cell.get("error") and cell.get("sigkill_at_s") is None
+
+
+def drained_work(cell: dict) -> bool:
+    """A `--shutdown-timeout` deletion whose SIGTERM found requests running, all of which finished (none
+    failed at the timeout): its drain ended with the last one, and the teardown counts from there."""
+    last = cell["last_completed_at_s"]
+    return last is not None and last > cell["sigterm_at_s"] and not cell.get("failed")
 
 
 def _pool(name: str, values: list[float]) -> tuple[float, ...]:
@@ -80,19 +91,24 @@ def from_results(results: dict) -> Measured:
                and c["hook_outcome"] == "idle"]
     quiet = [c["sigterm_at_s"] - ROUTE_WAIT_S for c in drained if not _busy_past_route_wait(c)]
     last = [c["sigterm_at_s"] - c["last_completed_at_s"] for c in drained if _busy_past_route_wait(c)]
-    teardown = [c["engine_exited_at_s"] - c["sigterm_at_s"] for c in configurations
-                if c.get("family") == _SHUTDOWN_TIMEOUT_FAMILY and c["scenario"] == "idle" and _good(c)
-                and "--shutdown-timeout" in c["strategy"]]
+    flagged = [c for c in configurations if c.get("family") == _SHUTDOWN_TIMEOUT_FAMILY and _good(c)
+               and "--shutdown-timeout" in c["strategy"]]
+    teardown = [c["engine_exited_at_s"] - c["sigterm_at_s"] for c in flagged if c["scenario"] == "idle"]
+    after_drain = [c["engine_exited_at_s"] - c["last_completed_at_s"] for c in flagged if drained_work(c)]
     low, high = drain["settings"]["route_lag_range_s"]
     return Measured(
         abort_exit_lag_s=_pool("vLLM's abort exit with nothing running (drain matrix)", abort),
-        drain_teardown_s=_pool("vLLM's --shutdown-timeout teardown (configurations, idle)", teardown),
+        teardown_idle_s=_pool("vLLM's --shutdown-timeout teardown (configurations, idle)", teardown),
+        teardown_after_drain_s=_pool("vLLM's --shutdown-timeout teardown after a drain of work (configurations)",
+                                     after_drain),
         prestop_quiet_return_s=_pool("prestop's return after a quiet route wait (drain matrix)", quiet),
         prestop_last_return_s=_pool("prestop's return after the last request (drain matrix)", last),
         route_lag_range_s=(float(low), float(high)),
         sources=(f"abort exit lag: {len(abort)} drain-matrix deletions with nothing running at SIGTERM "
                  f"({', '.join(_EXITING_SCENARIOS)})",
-                 f"drain teardown: {len(teardown)} idle shutdown-timeout deletions",
+                 f"teardown with nothing running: {len(teardown)} idle shutdown-timeout deletions",
+                 f"teardown after a drain of work: {len(after_drain)} shutdown-timeout deletions whose SIGTERM "
+                 "found requests running, all finished",
                  f"prestop's return after a quiet route wait: {len(quiet)} drain-matrix prestop deletions",
                  f"prestop's return after the last request: {len(last)} drain-matrix prestop deletions"),
     )

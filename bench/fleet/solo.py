@@ -12,7 +12,8 @@ show each quantity, just before the real roll it is checked against:
 - vLLM's abort exit: SIGTERM to exit of an engine with nothing running (after prestop's drains;
   with requests running vLLM stays while their clients wait, which the model rules:
   bench/fleet/deletion.py);
-- the `--shutdown-timeout` teardown: SIGTERM to exit of an idle engine under the flag.
+- the `--shutdown-timeout` teardowns: SIGTERM to exit of an idle engine under the flag, and the last
+  request's end to exit of one whose SIGTERM (no hook) found the steady short load running.
 """
 
 from __future__ import annotations
@@ -24,14 +25,14 @@ from typing import Callable
 
 from bench.drains.deletion import ROUTE_LAG_RANGE_S, delete_under_load, engine, prestop_argv, seed_of
 from bench.drains.quality import SCENARIOS_BY_NAME, router_load
-from bench.fleet.measured import Measured, MissingMeasurement
+from bench.fleet.measured import Measured, MissingMeasurement, drained_work
 from modeldrain.hook.constants import ROUTE_WAIT_S
 
 FAMILY = "fleet pools"
 GRACE_S = 30.0
 # vLLM's flag in the KServe and llm-d settings; the teardown after the drain does not depend on N.
 TIMEOUT_S = 40.0
-# Deletions per kind (full, --quick): ~3 min and ~1 min, one after another.
+# Deletions per kind (full, --quick): ~4 min and ~1 min, one after another.
 REPEATS = (4, 1)
 
 
@@ -48,6 +49,7 @@ KINDS = (
     Kind("prestop, steady short", "steady short", "prestop"),
     Kind("prestop, mixed ≤20 s", "mixed ≤20 s", "prestop"),
     Kind("no hook, --shutdown-timeout, idle", "idle", "none", shutdown_timeout=True),
+    Kind("no hook, --shutdown-timeout, steady short", "steady short", "none", shutdown_timeout=True),
 )
 
 
@@ -89,14 +91,18 @@ def pools(deletions: list[dict]) -> Measured:
     last = [d["sigterm_at_s"] - d["last_completed_at_s"] for d in drained
             if (d["last_completed_at_s"] or 0.0) > ROUTE_WAIT_S]
     quiet_exit = [d["engine_exited_at_s"] - d["sigterm_at_s"] for d in drained]
-    teardown = [d["engine_exited_at_s"] - d["sigterm_at_s"] for d in good if d["kind"].endswith("--shutdown-timeout, idle")]
+    flagged = [d for d in good if "--shutdown-timeout" in d["kind"]]
+    teardown = [d["engine_exited_at_s"] - d["sigterm_at_s"] for d in flagged if d["kind"].endswith("idle")]
+    after_drain = [d["engine_exited_at_s"] - d["last_completed_at_s"] for d in flagged if drained_work(d)]
     return Measured(
         abort_exit_lag_s=_pool("abort exit with nothing running", quiet_exit),
-        drain_teardown_s=_pool("--shutdown-timeout teardown", teardown),
+        teardown_idle_s=_pool("--shutdown-timeout teardown with nothing running", teardown),
+        teardown_after_drain_s=_pool("--shutdown-timeout teardown after a drain of work", after_drain),
         prestop_quiet_return_s=_pool("return after a quiet route wait", quiet),
         prestop_last_return_s=_pool("return after the last request", last),
         route_lag_range_s=ROUTE_LAG_RANGE_S,
         sources=(f"{len(deletions)} emulated vLLM deletions run one at a time by this part (bench/fleet/solo.py): "
                  f"prestop's return after a quiet route wait from {len(quiet)}, after the last request from "
-                 f"{len(last)}; the abort exit from {len(quiet_exit)}; the teardown from {len(teardown)}",),
+                 f"{len(last)}; the abort exit from {len(quiet_exit)}; the teardown with nothing running from "
+                 f"{len(teardown)}, after a drain of work from {len(after_drain)}",),
     )

@@ -16,7 +16,7 @@ from emulation.load import UniformDurations
 from modeldrain.hook.constants import EXIT_RESERVE_S, ROUTE_WAIT_S
 
 TIMINGS = Timings(route_lag_s=1.0, prestop_quiet_return_s=1.05, prestop_last_return_s=1.2, abort_exit_lag_s=2.0,
-                  drain_teardown_s=7.0)
+                  teardown_idle_s=4.3, teardown_after_drain_s=7.0)
 # In flight at the delete: one ends at 3 s, one at 18 s; one sent at 0.5 s ends at 4 s.
 REQUESTS = [Request(-2.0, 3.0), Request(-1.0, 18.0), Request(0.5, 4.0)]
 
@@ -81,6 +81,13 @@ def test_a_shutdown_timeout_drains_then_tears_down() -> None:
     assert (out.completed, out.cut, out.failed, out.held_idle_s) == (3, 0, 0, 7.0)
 
 
+def test_a_shutdown_timeout_that_finds_nothing_running_tears_down_from_sigterm_and_sooner() -> None:
+    # Everything ended by 4 s; SIGTERM at 15 finds nothing: vLLM's shorter teardown, from SIGTERM.
+    out = model.delete(KSERVE, [Request(-2.0, 3.0), Request(0.5, 4.0)], TIMINGS)
+    assert (out.sigterm_at_s, out.exited_at_s, out.completed) == (15.0, 15.0 + 4.3, 2)
+    assert out.held_idle_s == pytest.approx(15.0 + 4.3 - 4.0)
+
+
 def test_a_shutdown_timeout_fails_what_outlasts_it_and_kubelet_kills_at_g() -> None:
     # A 100 s request: the drain ends at 15 + 40 = 55 with a 500; teardown would end at 62 > G = 60.
     out = model.delete(KSERVE, [Request(-1.0, 100.0)], TIMINGS)
@@ -101,7 +108,7 @@ def test_the_requests_drawn_are_those_a_delete_touches() -> None:
 
 
 def test_the_same_seed_draws_the_same_deletion() -> None:
-    measured = Measured((2.0, 2.2), (7.0, 7.4), (1.0, 1.1), (1.1, 1.3), (0.5, 2.0), ())
+    measured = Measured((2.0, 2.2), (4.3, 4.4), (7.0, 7.4), (1.0, 1.1), (1.1, 1.3), (0.5, 2.0), ())
     load = Load("mixed", 0.6, mix(0.1))
     assert model.simulate(PRESTOP, load, measured, random.Random(9)) == model.simulate(
         PRESTOP, load, measured, random.Random(9))
@@ -124,14 +131,25 @@ def test_the_pools_are_the_cells_measured_quantities() -> None:
               "last_completed_at_s": None, "hook_outcome": None, "sigkill_at_s": None, "cut": 4},
              {"strategy": "no hook", "scenario": "hung engine", "sigterm_at_s": 0.0, "engine_exited_at_s": 30.0,
               "last_completed_at_s": None, "hook_outcome": None, "sigkill_at_s": 30.0, "cut": 7}]
-    teardown = {"family": "shutdown timeout", "scenario": "idle", "strategy": "sleep 5 + --shutdown-timeout 20",
-                "sigterm_at_s": 5.0, "engine_exited_at_s": 12.2, "sigkill_at_s": None}
+    family = {"family": "shutdown timeout", "strategy": "sleep 5 + --shutdown-timeout 20", "sigkill_at_s": None}
+    teardowns = [{**family, "scenario": "idle", "sigterm_at_s": 5.0, "engine_exited_at_s": 9.3,
+                  "last_completed_at_s": None, "failed": 0},
+                 # SIGTERM found work; its last request ended at 16 s: the teardown counts from there.
+                 {**family, "scenario": "mixed ≤20 s", "sigterm_at_s": 5.0, "engine_exited_at_s": 23.1,
+                  "last_completed_at_s": 16.0, "failed": 0},
+                 # ...but not where the timeout ended the drain with requests still running.
+                 {**family, "scenario": "long > G−5", "sigterm_at_s": 5.0, "engine_exited_at_s": 30.0,
+                  "last_completed_at_s": 6.0, "failed": 3},
+                 # ...nor a deletion without the flag.
+                 {**family, "strategy": "sleep 5", "scenario": "mixed ≤20 s", "sigterm_at_s": 5.0,
+                  "engine_exited_at_s": 6.0, "last_completed_at_s": 5.5, "failed": 0}]
     measured = from_results({"drain": {"cells": cells, "settings": {"route_lag_range_s": [0.5, 2.0]}},
-                             "configurations": {"cells": [teardown]}})
+                             "configurations": {"cells": teardowns}})
     assert measured.abort_exit_lag_s == (2.1, 2.1)  # nothing running at SIGTERM; the hung one gives none
     assert measured.prestop_quiet_return_s == (round(6.3 - ROUTE_WAIT_S, 3),)  # quiet by the route wait's end
     assert measured.prestop_last_return_s == (1.3,)  # after the last request, which ended past it
-    assert measured.drain_teardown_s == (7.2,)
+    assert measured.teardown_idle_s == (4.3,)
+    assert measured.teardown_after_drain_s == (7.1,)
 
 
 def test_the_target_is_met_only_when_prestop_is_lower_in_every_seed() -> None:

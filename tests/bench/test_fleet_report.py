@@ -11,7 +11,7 @@ from bench.fleet.measured import Measured
 from bench.fleet.report import plot, render
 from bench.fleet.strategies import STRATEGIES
 
-MEASURED = Measured((2.0, 2.2), (7.0, 7.4), (1.0, 1.1), (1.1, 1.3), (0.5, 2.0), ("synthetic pools",))
+MEASURED = Measured((2.0, 2.2), (4.3, 4.4), (7.0, 7.4), (1.0, 1.1), (1.1, 1.3), (0.5, 2.0), ("synthetic pools",))
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +37,22 @@ def test_the_same_seed_gives_the_same_figures(section: dict) -> None:
 def test_the_plot_is_a_png(section: dict, tmp_path: Path) -> None:
     path = plot(section, tmp_path / "mix.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_report_elsewhere_gets_its_plot_beside_it_where_its_link_points(section: dict, tmp_path: Path,
+                                                                         monkeypatch) -> None:
+    """A --quick run's report is not the record's: its plot must not replace bench/fleet's tracked one."""
+    from bench import run
+    from bench.fleet import part as fleet_part
+    from bench.fleet.report import PLOT, PLOT_LINK
+
+    before = PLOT.stat().st_mtime_ns
+    monkeypatch.setattr(fleet_part, "measure", lambda *args, **kwargs: section)
+    monkeypatch.setattr(run, "fleet_measured", lambda results: MEASURED)
+    report = tmp_path / "quick" / "RESULTS.md"
+    run.run_fleet({}, Path("prestop"), True, report)
+    assert (report.parent / PLOT_LINK).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert PLOT.stat().st_mtime_ns == before
 
 
 def test_the_fleet_part_without_the_drain_figures_is_a_one_line_error(tmp_path: Path, capsys) -> None:
