@@ -112,3 +112,40 @@ def from_results(results: dict) -> Measured:
                  f"prestop's return after a quiet route wait: {len(quiet)} drain-matrix prestop deletions",
                  f"prestop's return after the last request: {len(last)} drain-matrix prestop deletions"),
     )
+
+
+# The real-engine tier's loads where prestop's drain is the one modelled: a wrong port makes it fall
+# back, and a slow router's late arrivals end its reads out of step with the last request.
+_REAL_DRAIN_SCENARIOS = ("idle", "steady short", "mixed ≤20 s")
+
+
+def from_real_engine_matrix(results: dict, fallback: Measured) -> Measured:
+    """The same pools from the real-engine tier's real vLLM deletions (results.json's
+    `real_engine_matrix`, bench/engines/matrix.py), each the emulator's (`fallback`) where the tier has
+    no deletion that shows it; `sources` says which is which."""
+    cells = [c for c in results.get("real_engine_matrix", {}).get("cells", [])
+             if c.get("backend") == "real" and c.get("engine") == "vllm" and _good(c)]
+    flagged = [c for c in cells if "--shutdown-timeout" in c["strategy"]]
+    aborting = [c for c in cells if c not in flagged and c["scenario"] in _REAL_DRAIN_SCENARIOS]
+    drained = [c for c in aborting + flagged if c["strategy"].startswith("prestop") and c["hook_outcome"] == "idle"
+               and c["scenario"] in _REAL_DRAIN_SCENARIOS]
+    found = {
+        "abort_exit_lag_s": [c["engine_exited_at_s"] - c["sigterm_at_s"] for c in aborting if c["cut"] == 0],
+        "teardown_idle_s": [c["engine_exited_at_s"] - c["sigterm_at_s"] for c in flagged
+                            if (c["last_completed_at_s"] or 0.0) <= c["sigterm_at_s"] and not c.get("failed")],
+        "teardown_after_drain_s": [c["engine_exited_at_s"] - c["last_completed_at_s"] for c in flagged
+                                   if drained_work(c)],
+        "prestop_quiet_return_s": [c["sigterm_at_s"] - ROUTE_WAIT_S for c in drained if not _busy_past_route_wait(c)],
+        "prestop_last_return_s": [c["sigterm_at_s"] - c["last_completed_at_s"] for c in drained
+                                  if _busy_past_route_wait(c)],
+    }
+    pools, sources = {}, []
+    for name, values in found.items():
+        label = name.removesuffix("_s").replace("_", " ")
+        if values:
+            pools[name] = tuple(round(v, 3) for v in values)
+            sources.append(f"{label}: {len(values)} real vLLM deletion{'s' if len(values) > 1 else ''}")
+        else:
+            pools[name] = getattr(fallback, name)
+            sources.append(f"{label}: the emulator's (the real-engine tier has no deletion that shows it)")
+    return Measured(**pools, route_lag_range_s=fallback.route_lag_range_s, sources=tuple(sources))

@@ -16,7 +16,7 @@ from typing import Callable
 from bench.fleet import calibration, real_roll, solo
 from bench.fleet import deletion as model
 from bench.fleet.loads import LOADS, LONG_SHARES, Load, mix, steady
-from bench.fleet.measured import Measured
+from bench.fleet.measured import Measured, from_real_engine_matrix
 from bench.fleet.rollout import Policy, roll, scale_down
 from bench.fleet.strategies import STRATEGIES, STRATEGIES_BY_NAME, Strategy
 
@@ -134,6 +134,15 @@ def mix_sweep(size: int, seeds: int, measured: Measured) -> list[dict]:
     return rows
 
 
+def on_real_engine_timings(results: dict, measured: Measured, size: int, seeds: int) -> dict | None:
+    """The first fleet size's grid again with the real-engine tier's real vLLM timings where it has
+    them (the emulator's elsewhere); None when results.json holds no real-engine matrix."""
+    if not results.get("real_engine_matrix", {}).get("cells"):
+        return None
+    real = from_real_engine_matrix(results, measured)
+    return {"size": size, "measured": real.as_dict(), **grid((size,), seeds, real, None)}
+
+
 def real_rolls(names: tuple[str, ...], prestop: Path, measured: Measured,
                progress: Callable[[str], None] | None) -> list[dict]:
     out = []
@@ -175,6 +184,7 @@ def measure(results: dict, matrix_pools: Measured, prestop: Path, quick: bool,
         "pool_deletions": pool_deletions,
         **grid(sizes, seeds, measured, progress),
         "mix": mix_sweep(MIX_SIZE[quick], seeds, measured),
+        "real_engine": on_real_engine_timings(results, measured, sizes[0], seeds),
     }
     result["real_roll"] = real_rolls(REAL_ROLL_STRATEGIES[quick], prestop, measured, progress)
     deletions = calibration.measure_unmeasured(prestop, quick, progress)

@@ -80,6 +80,25 @@ def _scale_down_table(section: dict, size: int) -> list[str]:
             *table(header, rows, "llrrrr"), ""]
 
 
+def _real_engine_lines(section: dict) -> list[str]:
+    """The first size's rollouts again on the real-engine tier's real vLLM timings, its pools beside the emulator's."""
+    real = section.get("real_engine")
+    if not real:
+        return []
+    ours = section["measured"]
+    names = ("abort_exit_lag_s", "teardown_idle_s", "teardown_after_drain_s", "prestop_quiet_return_s",
+             "prestop_last_return_s")
+    pools = [[name.removesuffix("_s").replace("_", " "), Spread.of(real["measured"][name]).text(2),
+              str(len(real["measured"][name])), Spread.of(ours[name]).text(2)] for name in names]
+    return [f"### {real['size']} replicas on real vLLM's timings", "",
+            "The same rollouts with each timing pool drawn from the real-engine tier's real vLLM 0.32 deletions "
+            "(results.json's real-engine matrix: `make bench-engines`, 2 CPU cores, G = 30) where the tier has "
+            "a deletion that shows it, the emulator's elsewhere: "
+            + "; ".join(real["measured"]["sources"]) + ". Pools, s:", "",
+            *table(["timing", "real vLLM", "real deletions", "emulator, alone"], pools, "lrrr"), "",
+            *_rollout_table({**section, "rollouts": real["rollouts"]}, real["size"])]
+
+
 def _calibration_lines(section: dict) -> list[str]:
     header = ["strategy", "load", "real", "engine exit, s: real", "model", "held idle, s: real", "model",
               "cut + failed: real", "model", "inside"]
@@ -191,6 +210,7 @@ def render(section: dict) -> list[str]:
     ]
     for size in settings["sizes"]:
         lines += [f"### {size} replicas", "", *_rollout_table(section, size), *_scale_down_table(section, size)]
+    lines += _real_engine_lines(section)
     lines += [f"![held accelerator-hours against the share of long generations]({PLOT_LINK})", "",
               f"Held accelerator-hours of one rollout of {settings['mix_size']} replicas (maxSurge 0, the "
               "4–6 min model load) against the share of long generations among short chat, ~8 requests in flight "

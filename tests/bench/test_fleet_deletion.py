@@ -179,3 +179,29 @@ def test_the_router_gives_up_at_its_timeout_and_prestop_sees_the_engine_quiet() 
 def test_a_drain_counts_a_request_given_up_meanwhile_as_cut() -> None:
     out = model.delete(KSERVE, [model.request(-100.0, 150.0, 120.0)], TIMINGS)  # given up at 20 s, mid-drain
     assert (out.completed, out.cut, out.failed, out.exited_at_s) == (0, 1, 0, 20.0 + 7.0)
+
+
+def test_the_real_engine_pools_are_its_real_vllm_deletions_and_the_emulators_where_it_has_none() -> None:
+    from bench.fleet.measured import from_real_engine_matrix
+
+    def cell(strategy: str, scenario: str, sigterm: float, exited: float, last: float | None, **kw) -> dict:
+        return {"backend": "real", "engine": "vllm", "strategy": strategy, "scenario": scenario,
+                "sigterm_at_s": sigterm, "engine_exited_at_s": exited, "last_completed_at_s": last, "cut": 0,
+                "failed": 0, "hook_outcome": "idle" if strategy.startswith("prestop") else None,
+                "sigkill_at_s": None, "error": None, **kw}
+
+    cells = [cell("prestop", "idle", 6.05, 6.45, None),
+             cell("no hook", "steady short", 0.0, 0.37, None),
+             cell("sleep 5 + --shutdown-timeout 20", "idle", 5.0, 9.8, None),
+             cell("no hook", "wrong port", 0.0, 30.1, None, sigkill_at_s=30.0),  # SIGKILLed: no figure
+             cell("prestop", "idle", 6.05, 9.0, None, backend="emulator"),  # the twin: not the real engine
+             cell("prestop", "idle", 6.05, 9.0, None, engine="sglang")]
+    fallback = Measured((2.0,), (4.3,), (7.0,), (1.0,), (1.2,), (0.5, 2.0), ())
+    real = from_real_engine_matrix({"real_engine_matrix": {"cells": cells}}, fallback)
+    assert real.abort_exit_lag_s == (0.4, 0.37)
+    assert real.teardown_idle_s == (4.8,)
+    assert real.prestop_quiet_return_s == (round(6.05 - ROUTE_WAIT_S, 3),)
+    # No deletion drained work under the flag, none returned after a request past the route wait.
+    assert (real.teardown_after_drain_s, real.prestop_last_return_s) == ((7.0,), (1.2,))
+    assert "teardown after drain: the emulator's" in "; ".join(real.sources)
+    assert "abort exit lag: 2 real vLLM deletions" in real.sources

@@ -61,3 +61,14 @@ def test_the_fleet_part_without_the_drain_figures_is_a_one_line_error(tmp_path: 
     assert run.main(["--parts", "fleet", "--json", str(tmp_path / "none.json"), "--out", str(tmp_path / "R.md")]) == 2
     error = capsys.readouterr().err.strip().splitlines()[-1]
     assert "--parts fleet" in error and "'drain'" in error and not (tmp_path / "R.md").exists()
+
+
+def test_the_real_engine_timings_get_their_own_rollout_table_and_pools_beside_the_emulators(section: dict) -> None:
+    real = Measured((0.4,), (4.6,), (5.5,), (1.05,), (1.3,), (0.5, 2.0), ("abort exit lag: 1 real vLLM deletion",))
+    with_real = {**section, "real_engine": {"size": 4, "measured": real.as_dict(), **part.grid((4,), 2, real, None)}}
+    text = "\n".join(render(with_real)).split("### 4 replicas on real vLLM's timings", 1)[1]
+    assert "abort exit lag: 1 real vLLM deletion" in text
+    assert "| teardown after drain | 5.50 | 1 | 7.20 (7.00–7.40) |" in text
+    for strategy in STRATEGIES:
+        assert text.count(f"| {strategy.name} |") == len(section["settings"]["loads"])  # its rollout rows
+    assert "### 4 replicas on real vLLM's timings" not in "\n".join(render(section))
