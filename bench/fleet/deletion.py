@@ -63,8 +63,10 @@ class Timings:
     teardown_after_drain_s: float
 
     @classmethod
-    def draw(cls, measured: Measured, rng: random.Random) -> Timings:
-        return cls(rng.uniform(*measured.route_lag_range_s), rng.choice(measured.prestop_quiet_return_s),
+    def draw(cls, measured: Measured, rng: random.Random, route_lag_s: float | None = None) -> Timings:
+        """Every timing from `rng`; the router's lag too unless given (drawn with the requests it shapes)."""
+        lag_s = rng.uniform(*measured.route_lag_range_s) if route_lag_s is None else route_lag_s
+        return cls(lag_s, rng.choice(measured.prestop_quiet_return_s),
                    rng.choice(measured.prestop_last_return_s), rng.choice(measured.abort_exit_lag_s),
                    rng.choice(measured.teardown_idle_s), rng.choice(measured.teardown_after_drain_s))
 

@@ -74,12 +74,15 @@ def _seeded(*names: object) -> random.Random:
 
 def deletion_outcomes(size: int, load: Load, seed: int, measured: Measured,
                       strategies: tuple[Strategy, ...]) -> dict[str, list[model.Outcome]]:
-    """Each replica's deletion under every strategy, from one draw of its requests and timings."""
+    """Each replica's deletion under every strategy, from one draw of its requests and timings. The
+    requests (and the router's lag) come from a stream of their own, so two sets of pools (the
+    emulator's, the real engine's) see the very same requests, seed by seed."""
     out: dict[str, list[model.Outcome]] = {s.name: [] for s in strategies}
     for i in range(size):
-        rng = _seeded(size, load.name, seed, i)
-        timings = model.Timings.draw(measured, rng)
-        touched = model.requests(load, timings.route_lag_s, rng)
+        arrivals = _seeded(size, load.name, seed, i, "requests")
+        lag_s = arrivals.uniform(*measured.route_lag_range_s)
+        touched = model.requests(load, lag_s, arrivals)
+        timings = model.Timings.draw(measured, _seeded(size, load.name, seed, i, "timings"), route_lag_s=lag_s)
         for strategy in strategies:
             out[strategy.name].append(model.delete(strategy, touched, timings))
     return out

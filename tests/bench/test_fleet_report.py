@@ -72,3 +72,16 @@ def test_the_real_engine_timings_get_their_own_rollout_table_and_pools_beside_th
     for strategy in STRATEGIES:
         assert text.count(f"| {strategy.name} |") == len(section["settings"]["loads"])  # its rollout rows
     assert "### 4 replicas on real vLLM's timings" not in "\n".join(render(section))
+
+
+def test_two_sets_of_pools_see_the_same_requests_seed_by_seed() -> None:
+    """The real-engine grid differs from the emulator's by its timings alone: a cut count that moved
+    would be the requests drawn anew, not the engine."""
+    other = Measured((0.4, 0.5, 0.9), (4.6,), (5.5,), (1.05, 1.02), (1.3,), (0.5, 2.0), ())
+    load = part.LOADS[1]
+    ours = part.deletion_outcomes(6, load, 0, MEASURED, STRATEGIES)
+    theirs = part.deletion_outcomes(6, load, 0, other, STRATEGIES)
+    for strategy in ("no hook", "sleep 5", "prestop"):
+        assert [o.cut for o in ours[strategy]] == [o.cut for o in theirs[strategy]]
+        assert [o.completed for o in ours[strategy]] == [o.completed for o in theirs[strategy]]
+    assert [o.exited_at_s for o in ours["prestop"]] != [o.exited_at_s for o in theirs["prestop"]]
