@@ -152,9 +152,3 @@ def delete(strategy: Strategy, touched: Sequence[Request], timings: Timings) -> 
     last_s = max([0.0, *done])
     return Outcome(sigterm_at_s=term, exited_at_s=exited, completed=len(done), cut=cut, failed=failed + late,
                    held_idle_s=exited - last_s, sigkilled=sigkilled)
-
-
-def simulate(strategy: Strategy, load: Load, measured: Measured, rng: random.Random) -> Outcome:
-    """One deletion: draw the timings, then the requests, then apply the rules."""
-    timings = Timings.draw(measured, rng)
-    return delete(strategy, requests(load, timings.route_lag_s, rng), timings)

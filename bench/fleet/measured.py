@@ -21,7 +21,7 @@ deletions (emulated vLLM, kubelet emulation):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from modeldrain.hook.constants import ROUTE_WAIT_S
 
@@ -30,11 +30,10 @@ from modeldrain.hook.constants import ROUTE_WAIT_S
 _EXITING_SCENARIOS = ("idle", "steady short", "mixed ≤20 s", "long > G−5")
 # prestop's drains that ended idle: the ones whose return followed the last request.
 _PRESTOP_IDLE_SCENARIOS = ("idle", "steady short", "mixed ≤20 s")
-
-
-def _busy_past_route_wait(cell: dict) -> bool:
-    return (cell["last_completed_at_s"] or 0.0) > ROUTE_WAIT_S
 _SHUTDOWN_TIMEOUT_FAMILY = "shutdown timeout"
+# Measured's timing pools, by field name: what the report lists and the real-engine tier fills.
+POOLS = ("abort_exit_lag_s", "teardown_idle_s", "teardown_after_drain_s", "prestop_quiet_return_s",
+         "prestop_last_return_s")
 
 
 class MissingMeasurement(ValueError):
@@ -52,14 +51,17 @@ class Measured:
     sources: tuple[str, ...]  # which results.json cells each pool came from, for the report
 
     def as_dict(self) -> dict:
-        return {"abort_exit_lag_s": list(self.abort_exit_lag_s), "teardown_idle_s": list(self.teardown_idle_s),
-                "teardown_after_drain_s": list(self.teardown_after_drain_s),
-                "prestop_quiet_return_s": list(self.prestop_quiet_return_s),
-                "prestop_last_return_s": list(self.prestop_last_return_s), "route_lag_range_s": list(self.route_lag_range_s),
-                "sources": list(self.sources)}
+        return {f.name: list(getattr(self, f.name)) for f in fields(self)}
 
 
-def _good(cell: dict) -> bool:
+def pool_label(name: str) -> str:
+    """A pool's field name as the report words it: "abort exit lag"."""
+    return name.removesuffix("_s").replace("_", " ")
+
+
+def good(cell: dict) -> bool:
+    """A deletion that ran and ended with the engine's own exit (not kubelet's SIGKILL): one whose
+    timings a pool may hold."""
     return not cell.get("error") and cell.get("sigkill_at_s") is None
 
 
@@ -68,6 +70,20 @@ def drained_work(cell: dict) -> bool:
     failed at the timeout): its drain ended with the last one, and the teardown counts from there."""
     last = cell["last_completed_at_s"]
     return last is not None and last > cell["sigterm_at_s"] and not cell.get("failed")
+
+
+def prestop_returns(drained: list[dict]) -> tuple[list[float], list[float]]:
+    """prestop's return, from deletions it drained to idle: after its route wait where the replica was
+    quiet by then, and after the last request where that ended later."""
+    quiet = [c["sigterm_at_s"] - ROUTE_WAIT_S for c in drained if (c["last_completed_at_s"] or 0.0) <= ROUTE_WAIT_S]
+    last = [c["sigterm_at_s"] - c["last_completed_at_s"] for c in drained
+            if (c["last_completed_at_s"] or 0.0) > ROUTE_WAIT_S]
+    return quiet, last
+
+
+def teardowns_after_drain(flagged: list[dict]) -> list[float]:
+    """The last drained request's end to the exit, of the `--shutdown-timeout` deletions that drained work."""
+    return [c["engine_exited_at_s"] - c["last_completed_at_s"] for c in flagged if drained_work(c)]
 
 
 def _pool(name: str, values: list[float]) -> tuple[float, ...]:
@@ -84,17 +100,16 @@ def from_results(results: dict) -> Measured:
         configurations = results["configurations"]["cells"]
     except KeyError as exc:
         raise MissingMeasurement(f"bench/results.json lacks the {exc.args[0]!r} part the fleet draws from") from None
-    matrix = [c for c in drain["cells"] if _good(c)]
+    matrix = [c for c in drain["cells"] if good(c)]
     exiting = [c for c in matrix if c["scenario"] in _EXITING_SCENARIOS]
     abort = [c["engine_exited_at_s"] - c["sigterm_at_s"] for c in exiting if c["cut"] == 0]
     drained = [c for c in matrix if c["strategy"] == "prestop" and c["scenario"] in _PRESTOP_IDLE_SCENARIOS
                and c["hook_outcome"] == "idle"]
-    quiet = [c["sigterm_at_s"] - ROUTE_WAIT_S for c in drained if not _busy_past_route_wait(c)]
-    last = [c["sigterm_at_s"] - c["last_completed_at_s"] for c in drained if _busy_past_route_wait(c)]
-    flagged = [c for c in configurations if c.get("family") == _SHUTDOWN_TIMEOUT_FAMILY and _good(c)
+    quiet, last = prestop_returns(drained)
+    flagged = [c for c in configurations if c.get("family") == _SHUTDOWN_TIMEOUT_FAMILY and good(c)
                and "--shutdown-timeout" in c["strategy"]]
     teardown = [c["engine_exited_at_s"] - c["sigterm_at_s"] for c in flagged if c["scenario"] == "idle"]
-    after_drain = [c["engine_exited_at_s"] - c["last_completed_at_s"] for c in flagged if drained_work(c)]
+    after_drain = teardowns_after_drain(flagged)
     low, high = drain["settings"]["route_lag_range_s"]
     return Measured(
         abort_exit_lag_s=_pool("vLLM's abort exit with nothing running (drain matrix)", abort),
@@ -124,24 +139,23 @@ def from_real_engine_matrix(results: dict, fallback: Measured) -> Measured:
     `real_engine_matrix`, bench/engines/matrix.py), each the emulator's (`fallback`) where the tier has
     no deletion that shows it; `sources` says which is which."""
     cells = [c for c in results.get("real_engine_matrix", {}).get("cells", [])
-             if c.get("backend") == "real" and c.get("engine") == "vllm" and _good(c)]
+             if c.get("backend") == "real" and c.get("engine") == "vllm" and good(c)]
     flagged = [c for c in cells if "--shutdown-timeout" in c["strategy"]]
     aborting = [c for c in cells if c not in flagged and c["scenario"] in _REAL_DRAIN_SCENARIOS]
     drained = [c for c in aborting + flagged if c["strategy"].startswith("prestop") and c["hook_outcome"] == "idle"
                and c["scenario"] in _REAL_DRAIN_SCENARIOS]
+    quiet, last = prestop_returns(drained)
     found = {
         "abort_exit_lag_s": [c["engine_exited_at_s"] - c["sigterm_at_s"] for c in aborting if c["cut"] == 0],
         "teardown_idle_s": [c["engine_exited_at_s"] - c["sigterm_at_s"] for c in flagged
                             if (c["last_completed_at_s"] or 0.0) <= c["sigterm_at_s"] and not c.get("failed")],
-        "teardown_after_drain_s": [c["engine_exited_at_s"] - c["last_completed_at_s"] for c in flagged
-                                   if drained_work(c)],
-        "prestop_quiet_return_s": [c["sigterm_at_s"] - ROUTE_WAIT_S for c in drained if not _busy_past_route_wait(c)],
-        "prestop_last_return_s": [c["sigterm_at_s"] - c["last_completed_at_s"] for c in drained
-                                  if _busy_past_route_wait(c)],
+        "teardown_after_drain_s": teardowns_after_drain(flagged),
+        "prestop_quiet_return_s": quiet,
+        "prestop_last_return_s": last,
     }
     pools, sources = {}, []
     for name, values in found.items():
-        label = name.removesuffix("_s").replace("_", " ")
+        label = pool_label(name)
         if values:
             pools[name] = tuple(round(v, 3) for v in values)
             sources.append(f"{label}: {len(values)} real vLLM deletion{'s' if len(values) > 1 else ''}")

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from bench.fleet.measured import POOLS, pool_label
 from bench.fleet.verdict import Row, judge
 from bench.spread import Spread
 from bench.tables import DASH, MIN_SECONDS_DIFFERENCE, table
@@ -86,10 +87,8 @@ def _real_engine_lines(section: dict) -> list[str]:
     if not real:
         return []
     ours = section["measured"]
-    names = ("abort_exit_lag_s", "teardown_idle_s", "teardown_after_drain_s", "prestop_quiet_return_s",
-             "prestop_last_return_s")
-    pools = [[name.removesuffix("_s").replace("_", " "), Spread.of(real["measured"][name]).text(2),
-              str(len(real["measured"][name])), Spread.of(ours[name]).text(2)] for name in names]
+    pools = [[pool_label(name), Spread.of(real["measured"][name]).text(2), str(len(real["measured"][name])),
+              Spread.of(ours[name]).text(2)] for name in POOLS]
     return [f"### {real['size']} replicas on real vLLM's timings", "",
             "The same rollouts with each timing pool drawn from the real-engine tier's real vLLM 0.32 deletions "
             "(results.json's real-engine matrix: `make bench-engines`, 2 CPU cores, G = 30) where the tier has "
@@ -163,15 +162,13 @@ def _real_roll_lines(section: dict) -> list[str]:
 def render(section: dict) -> list[str]:
     settings = section["settings"]
     measured = section["measured"]
-    keys = ("abort_exit_lag_s", "teardown_idle_s", "teardown_after_drain_s", "prestop_quiet_return_s",
-            "prestop_last_return_s")
-    med = {k: statistics.median(measured[k]) for k in keys}
+    med = {k: statistics.median(measured[k]) for k in POOLS}
     matrix = section.get("matrix_pools")
     beside = ""
     if matrix:
         beside = (" The same pools in the drain matrix (eight deletions at a time), medians: "
-                  + ", ".join(f"{k.removesuffix('_s').replace('_', ' ')} {statistics.median(matrix[k]):.3f} s "
-                              f"(alone {med[k]:.3f} s)" for k in keys if matrix.get(k)) + ".")
+                  + ", ".join(f"{pool_label(k)} {statistics.median(matrix[k]):.3f} s "
+                              f"(alone {med[k]:.3f} s)" for k in POOLS if matrix.get(k)) + ".")
     strategies = [[s["name"], f"{s['grace_s']:g}", s["hook"] + (f" {s['sleep_s']:g} s" if s["sleep_s"] else ""),
                    DASH if s["shutdown_timeout_s"] is None else f"{s['shutdown_timeout_s']:g} s", s["provenance"]]
                   for s in settings["strategies"]]

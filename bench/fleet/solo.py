@@ -25,8 +25,7 @@ from typing import Callable
 
 from bench.drains.deletion import ROUTE_LAG_RANGE_S, delete_under_load, engine, prestop_argv, seed_of
 from bench.drains.quality import SCENARIOS_BY_NAME, router_load
-from bench.fleet.measured import Measured, MissingMeasurement, drained_work
-from modeldrain.hook.constants import ROUTE_WAIT_S
+from bench.fleet.measured import Measured, MissingMeasurement, good, prestop_returns, teardowns_after_drain
 
 FAMILY = "fleet pools"
 GRACE_S = 30.0
@@ -85,15 +84,13 @@ def _pool(name: str, values: list[float]) -> tuple[float, ...]:
 
 def pools(deletions: list[dict]) -> Measured:
     """The pools out of measure()'s deletions; a deletion that was SIGKILLed or errored gives none."""
-    good = [d for d in deletions if d.get("sigkill_at_s") is None and not d.get("error")]
-    drained = [d for d in good if d["kind"].startswith("prestop") and d["hook_outcome"] == "idle"]
-    quiet = [d["sigterm_at_s"] - ROUTE_WAIT_S for d in drained if (d["last_completed_at_s"] or 0.0) <= ROUTE_WAIT_S]
-    last = [d["sigterm_at_s"] - d["last_completed_at_s"] for d in drained
-            if (d["last_completed_at_s"] or 0.0) > ROUTE_WAIT_S]
+    ran = [d for d in deletions if good(d)]
+    drained = [d for d in ran if d["kind"].startswith("prestop") and d["hook_outcome"] == "idle"]
+    quiet, last = prestop_returns(drained)
     quiet_exit = [d["engine_exited_at_s"] - d["sigterm_at_s"] for d in drained]
-    flagged = [d for d in good if "--shutdown-timeout" in d["kind"]]
+    flagged = [d for d in ran if "--shutdown-timeout" in d["kind"]]
     teardown = [d["engine_exited_at_s"] - d["sigterm_at_s"] for d in flagged if d["kind"].endswith("idle")]
-    after_drain = [d["engine_exited_at_s"] - d["last_completed_at_s"] for d in flagged if drained_work(d)]
+    after_drain = teardowns_after_drain(flagged)
     return Measured(
         abort_exit_lag_s=_pool("abort exit with nothing running", quiet_exit),
         teardown_idle_s=_pool("--shutdown-timeout teardown with nothing running", teardown),

@@ -108,10 +108,11 @@ def test_the_requests_drawn_are_those_a_delete_touches() -> None:
 
 
 def test_the_same_seed_draws_the_same_deletion() -> None:
+    from bench.fleet.part import deletion_outcomes
+
     measured = Measured((2.0, 2.2), (4.3, 4.4), (7.0, 7.4), (1.0, 1.1), (1.1, 1.3), (0.5, 2.0), ())
     load = Load("mixed", 0.6, mix(0.1))
-    assert model.simulate(PRESTOP, load, measured, random.Random(9)) == model.simulate(
-        PRESTOP, load, measured, random.Random(9))
+    assert deletion_outcomes(6, load, 9, measured, (PRESTOP,)) == deletion_outcomes(6, load, 9, measured, (PRESTOP,))
 
 
 def test_missing_parts_of_the_results_are_named() -> None:
