@@ -39,10 +39,8 @@ SGLANG_WORK_GAUGES = (
     "sglang:num_decode_host_receive_queue_reqs",
     "sglang:num_decode_deferred_kv_release_reqs",
     "sglang:num_grammar_queue_reqs",
-    "sglang:http_requests_active",
+    constants.SGLANG_HTTP_ACTIVE,  # one series per (endpoint, method) a request has come to
 )
-# SGLang's HTTP middleware's gauge: one series per (endpoint, method) a request has come to.
-SGLANG_HTTP_ACTIVE = constants.SGLANG_HTTP_ACTIVE
 WORK_GAUGES = {EngineKind.VLLM: VLLM_WORK_GAUGES, EngineKind.SGLANG: SGLANG_WORK_GAUGES}
 
 # A value getter: the sample being rendered and the rank (or all ranks) it speaks for.
@@ -141,7 +139,7 @@ def live_families(config: EngineConfig, template: EngineTemplate, snapshot: Engi
     for family in families:
         if family.name == missing:
             continue
-        if family.name == SGLANG_HTTP_ACTIVE and config.kind is EngineKind.SGLANG and distorted is None:
+        if family.name == constants.SGLANG_HTTP_ACTIVE and config.kind is EngineKind.SGLANG and distorted is None:
             out.append(_live_http_active(family, snapshot.http_active))
             continue
         if family.name in HISTOGRAM_BINDINGS:

@@ -29,7 +29,7 @@ import sys
 import threading
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Callable
+from typing import Callable, Iterator
 
 from engines import tier as tier_module
 from engines.servers import SERVED_MODEL_NAME, RealEngine
@@ -92,12 +92,20 @@ def scrape(port: int, path: str) -> bytes | None:
         connection.close()
 
 
-def gauges_of(body: bytes, names: tuple[str, ...]) -> dict[str, float]:
-    sums: dict[str, float] = {}
+def sample_lines(body: bytes) -> Iterator[tuple[str, str, str]]:
+    """Each sample line of an exposition as written: its name, its label set ('' when none), its
+    value (a caller converts the ones it wants: a line it skips is never parsed)."""
     for line in body.decode(errors="replace").splitlines():
         match = _SAMPLE.match(line)
-        if match and match.group(1) in names:
-            sums[match.group(1)] = sums.get(match.group(1), 0.0) + float(match.group(3))
+        if match:
+            yield match.group(1), match.group(2) or "", match.group(3)
+
+
+def gauges_of(body: bytes, names: tuple[str, ...]) -> dict[str, float]:
+    sums: dict[str, float] = {}
+    for name, _, value in sample_lines(body):
+        if name in names:
+            sums[name] = sums.get(name, 0.0) + float(value)
     return sums
 
 

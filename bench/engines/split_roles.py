@@ -32,13 +32,29 @@ import threading
 import time
 from dataclasses import dataclass
 
-from bench.engines.lifecycle import LONG_PROMPT, ClientRequest, Sample, completion, gauges_of, post, scrape
+from bench.engines.lifecycle import (
+    LONG_PROMPT,
+    ClientRequest,
+    Sample,
+    completion,
+    gauges_of,
+    post,
+    sample_lines,
+    scrape,
+)
 from emulation.kubelet import delete_pod
 from emulation.load import LoadGenerator, UniformDurations
 from engines import tier as tier_module
 from engines.pd import PdPair
 from engines.servers import RealEngine, completion_body, proc_root_of
-from modeldrain.hook.gauges import EngineKind, Role, gauge_set
+from modeldrain.hook.gauges import (
+    SCHEDULER_HEARTBEATS,
+    SGLANG_HTTP_ACTIVE_GAUGE,
+    SGLANG_HTTP_ROUTE_LABEL,
+    EngineKind,
+    Role,
+    gauge_set,
+)
 from tests.e2e.prestop_run import PRESTOP
 
 SAMPLE_INTERVAL_S = 0.05
@@ -47,21 +63,24 @@ QUEUE_GAUGES = ("sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:num_
                 "sglang:num_prefill_bootstrap_queue_reqs", "sglang:num_prefill_inflight_queue_reqs",
                 "sglang:num_decode_prealloc_queue_reqs", "sglang:num_decode_transfer_queue_reqs",
                 "sglang:num_decode_host_receive_queue_reqs", "sglang:num_decode_deferred_kv_release_reqs")
-# The scheduler's heartbeat (hook/gauges.py's SCHEDULER_HEARTBEATS): the hook trusts a zero only
-# when it moved since the reader's previous read, which an idle poll makes IDLE_READ_GAP_S earlier.
-HEARTBEAT = "sglang:scheduler_process_cpu_seconds_total"
+# The scheduler's heartbeat: the hook trusts a zero only when it moved since the reader's previous
+# read, which an idle poll makes IDLE_READ_GAP_S earlier.
+HEARTBEAT = SCHEDULER_HEARTBEATS[EngineKind.SGLANG]
 IDLE_READ_GAP_S = 1.0
 # SGLang's HTTP middleware gauge, moved on each request's arrival and when its handler returns (not
 # on stats ticks): the series of the generation routes, not the scrapes' own /metrics or /health.
-HTTP_ACTIVE = "sglang:http_requests_active"
 GENERATION_ENDPOINTS = ("/generate", "/v1/completions", "/v1/chat/completions")
 HTTP_ACTIVE_GENERATION = "http_requests_active(generation routes)"
-_ENDPOINT = re.compile(r'^sglang:http_requests_active\{[^}]*endpoint="([^"]*)"[^}]*\}\s+(\S+)', re.M)
+_ENDPOINT = re.compile(rf'{SGLANG_HTTP_ROUTE_LABEL}="([^"]*)"')
 
 
 def http_active_generation(body: bytes) -> float:
-    return sum(float(v) for endpoint, v in _ENDPOINT.findall(body.decode(errors="replace"))
-               if endpoint in GENERATION_ENDPOINTS)
+    total = 0.0
+    for name, labels, value in sample_lines(body):
+        endpoint = _ENDPOINT.search(labels) if name == SGLANG_HTTP_ACTIVE_GAUGE else None
+        if endpoint is not None and endpoint.group(1) in GENERATION_ENDPOINTS:
+            total += float(value)
+    return total
 HOOK_GAUGES = {role: tuple(sorted(gauge_set(EngineKind.SGLANG, role).metric_names))
                for role in (Role.PREFILL, Role.DECODE)}
 

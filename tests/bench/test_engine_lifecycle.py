@@ -26,3 +26,13 @@ def test_gauges_are_summed_over_their_series_and_other_names_ignored():
     body = (b'vllm:num_requests_running{engine="0"} 2.0\nvllm:num_requests_running{engine="1"} 3.0\n'
             b'vllm:num_requests_waiting_by_reason{reason="capacity"} 7.0\n# HELP x\n')
     assert gauges_of(body, COUNTED["vllm"]) == {RUNNING: 5.0}
+
+
+def test_the_split_role_bench_counts_the_http_gauge_of_the_generation_routes_alone() -> None:
+    from bench.engines.split_roles import http_active_generation
+
+    body = (b'sglang:http_requests_active{endpoint="/v1/completions",method="POST"} 3.0\n'
+            b'sglang:http_requests_active{endpoint="/metrics",method="GET"} 1.0\n'  # the scrape reading it
+            b'sglang:http_requests_active{method="POST",endpoint="/generate"} 2\n'
+            b'sglang:num_running_reqs{endpoint="/generate"} 7\n')  # another gauge's series
+    assert http_active_generation(body) == 5.0
