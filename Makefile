@@ -57,8 +57,8 @@ typecheck: venv
 # into it changes: dist/prestop (the hook) and dist/drain-sidecar (the sidecar, aiohttp and uvloop
 # inside); build/out/engine-emulator is the test bed's engine, for the container tests' image.
 BUILD_INPUTS    := build/bundle.sh build/stamp.py build/requirements-bundle.txt build/staticx-signals.patch
-HOOK_INPUTS     := $(wildcard hook/*.py)
-SIDECAR_INPUTS  := $(HOOK_INPUTS) $(wildcard sidecar/*.py) sidecar/openapi.json
+HOOK_INPUTS     := $(wildcard modeldrain/hook/*.py)
+SIDECAR_INPUTS  := $(HOOK_INPUTS) $(wildcard modeldrain/sidecar/*.py) modeldrain/sidecar/openapi.json
 EMULATOR_INPUTS := $(HOOK_INPUTS) $(wildcard emulation/*.py emulation/templates/*.txt)
 
 # PLATFORMS: which architectures `make bundle` and `make images` build, comma-separated. The

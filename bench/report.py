@@ -294,7 +294,7 @@ def _sidecar_section(sidecar: dict) -> list[str]:
     lines += _table(header, rows)
     lines += ["", "One run per case (the script's own design): p50/p99 are over every request of the run. With no "
               f"pause, p50 ≈ {MIN_READ_INTERVAL_S * 1000:.0f} ms is by design: consecutive engine reads start at "
-              f"least `MIN_READ_INTERVAL_S` = {MIN_READ_INTERVAL_S:g} s apart (sidecar/constants.py), every answer "
+              f"least `MIN_READ_INTERVAL_S` = {MIN_READ_INTERVAL_S:g} s apart (modeldrain/sidecar/constants.py), every answer "
               "waits for a read that started after it was asked, and concurrent askers share one read (answers "
               "per read).", ""]
     if report.get("retirements"):
@@ -305,7 +305,7 @@ def _sidecar_section(sidecar: dict) -> list[str]:
 def _retirement_lines(cases: list[dict]) -> list[str]:
     times = cases[0]["retirements"]
     lines = ["### A retirement: what the controller costs the engine", "",
-             f"The same script: the reference client (`sidecar/retirement.py` `retire`, as `drain-sidecar retirement` "
+             f"The same script: the reference client (`modeldrain/sidecar/retirement.py` `retire`, as `drain-sidecar retirement` "
              f"runs it) retires an idle replica {times} times per shape, each time to its verdict; medians per "
              "retirement. Engine reads are the emulator's own count; read time is the sidecar's read-duration "
              "histogram (fetch and parse of the ~47 KB exposition); a worker's read is of an engine that serves "

@@ -31,7 +31,7 @@ fi
 PROGRAM="${1:?$USAGE}"
 ARCHIVE="${2:?$USAGE}"
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-VERSION="$(sed -n 's/^__version__ = "\(.*\)"$/\1/p' "$REPO/hook/__init__.py")"
+VERSION="$(sed -n 's/^__version__ = "\(.*\)"$/\1/p' "$REPO/modeldrain/hook/__init__.py")"
 
 case "$PROGRAM" in
     prestop) DOCKERFILE=Dockerfile.hook; IMAGE="modeldrain/prestop:$VERSION" ;;

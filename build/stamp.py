@@ -2,7 +2,7 @@
 
 Run by build/bundle.sh with the bundle virtualenv's Python, so the versions it records are
 the toolchain's own and those of the packages bundled. `prestop version` prints the stamp
-(hook/bundle.py reads it).
+(modeldrain/hook/bundle.py reads it).
 Usage: python build/stamp.py OUTPUT_JSON [BUNDLED_PACKAGE...]
 """
 

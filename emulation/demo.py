@@ -76,7 +76,7 @@ def main() -> int:
             print(_summary(with_hook) + "\n")
         else:
             print(f"1) with the preStop hook: SKIPPED, {hook} does not exist yet.\n"
-                  "   The hook (package hook/) is not installed in this virtualenv; run `make venv` once it is.\n")
+                  "   The hook (package modeldrain/hook/) is not installed in this virtualenv; run `make venv` once it is.\n")
         print("2) no hook: SIGTERM at the delete")
         without_hook = _delete_busy_replica(None)
         print(render_timeline(without_hook))

@@ -12,7 +12,7 @@ FROM debian:12-slim AS build
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 WORKDIR /src
 COPY build/bundle.sh build/image-root.sh build/stamp.py build/requirements-bundle.txt build/engine-emulator.spec build/
-COPY hook/ hook/
+COPY modeldrain/hook/ modeldrain/hook/
 COPY emulation/ emulation/
 # Where PyPI is not reachable: a package index, and the PEM text of the CA that signs it.
 ARG PIP_INDEX_URL=""

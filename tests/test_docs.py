@@ -16,7 +16,7 @@ from tests.conftest import REPO
 
 REQUIREMENTS = REPO / "docs" / "requirements.md"
 TEST_CITATION = re.compile(r"`(tests/[\w/]+\.py)::(test_\w+)`")
-MODULE_CITATION = re.compile(r"`((?:hook|sidecar)/\w+\.py)`")
+MODULE_CITATION = re.compile(r"`(modeldrain/(?:hook|sidecar)/\w+\.py)`")
 
 
 def functions_named_test(path: Path) -> set[str]:
@@ -41,7 +41,7 @@ def test_requirements_cite_modules_that_exist():
 
 @pytest.mark.parametrize("checker", [TEST_CITATION, MODULE_CITATION])
 def test_the_checks_see_a_citation(checker):
-    sample = "`tests/hook/test_x.py::test_y`" if checker is TEST_CITATION else "`hook/x.py`"
+    sample = "`tests/hook/test_x.py::test_y`" if checker is TEST_CITATION else "`modeldrain/hook/x.py`"
     assert checker.findall(sample)
 
 
@@ -69,7 +69,7 @@ def _is_a_log(receiver: ast.expr) -> bool:
 def events_in_code() -> dict[str, set[str]]:
     """Every event the product writes, with the modules that write it (read from the source)."""
     found: dict[str, set[str]] = {}
-    for path in sorted([*(REPO / "hook").glob("*.py"), *(REPO / "sidecar").glob("*.py")]):
+    for path in sorted([*(REPO / "modeldrain" / "hook").glob("*.py"), *(REPO / "modeldrain" / "sidecar").glob("*.py")]):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             names: set[str] = set()
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
@@ -125,7 +125,7 @@ def test_the_metrics_table_is_what_the_sidecar_exports():
     metrics = SidecarMetrics()
     metrics.watch_log(EventLog("drain-sidecar"))
     families = list(text_string_to_metric_families(generate_latest(metrics.registry).decode()))
-    # The *_created series the sidecar turns off at start (sidecar/cli.py), seen here because this
+    # The *_created series the sidecar turns off at start (modeldrain/sidecar/cli.py), seen here because this
     # test leaves prometheus-client's global setting alone.
     created = {f"{f.name}_created" for f in families if f.type in ("counter", "histogram")}
     exported = {f.name + "_total" if f.type == "counter" else f.name for f in families
@@ -158,7 +158,7 @@ def test_the_answer_bound_the_controller_doc_quotes_is_the_sidecars():
 # --- the module maps ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("package", ["hook", "sidecar", "emulation"])
+@pytest.mark.parametrize("package", ["modeldrain/hook", "modeldrain/sidecar", "emulation"])
 def test_each_package_map_lists_exactly_its_modules(package):
     listed = set(re.findall(r"`(\w+\.py)`", (REPO / package / "README.md").read_text()))
     modules = {path.name for path in (REPO / package).glob("*.py") if path.name != "__init__.py"}

@@ -54,8 +54,8 @@ TEST_BED = {"emulation", "tests", "bench", "build"}
 
 
 def module_name(path: Path) -> str:
-    """The installed name: the top-level folders hook/ and sidecar/ are modeldrain.hook and modeldrain.sidecar."""
-    parts = ("modeldrain", *path.relative_to(REPO).with_suffix("").parts)
+    """The dotted name: the folders are the import path."""
+    parts = path.relative_to(REPO).with_suffix("").parts
     return ".".join(parts[:-1]) if parts[-1] == "__init__" else ".".join(parts)
 
 
@@ -81,7 +81,7 @@ def imports_of(path: Path) -> set[str]:
 
 def product_modules() -> dict[str, set[str]]:
     modules = {}
-    for package in ("hook", "sidecar"):
+    for package in ("modeldrain/hook", "modeldrain/sidecar"):
         for path in sorted((REPO / package).glob("*.py")):
             modules[module_name(path)] = imports_of(path)
     return modules
@@ -156,6 +156,6 @@ def test_no_import_cycles():
 
 
 def test_the_checker_sees_lazy_and_relative_imports():
-    sample = REPO / "hook" / "cli.py"
+    sample = REPO / "modeldrain" / "hook" / "cli.py"
     assert "modeldrain.hook.drain" in imports_of(sample)  # imported inside a function
     assert "modeldrain.hook.exitcodes" in imports_of(sample)

@@ -28,8 +28,8 @@ from modeldrain.hook.exitcodes import ExitCode
 from tests.conftest import REPO
 from tests.process_table import empty_process_table
 
-SOURCES = ("pyproject.toml", "README.md", "LICENSE", "modeldrain", "hook", "sidecar", "emulation", "tests", "bench")
-# The two folders, installed in one namespace: nothing at the top of site-packages but modeldrain.
+SOURCES = ("pyproject.toml", "README.md", "LICENSE", "modeldrain", "emulation", "tests", "bench")
+# The product's two packages: nothing at the top of site-packages but modeldrain.
 PRODUCT = {"hook", "sidecar"}
 
 
@@ -59,7 +59,7 @@ def test_the_wheel_holds_the_product_not_the_test_bed(wheel):
     assert "modeldrain/sidecar/openapi.json" in names  # read at run time with importlib.resources
     for package in PRODUCT:
         shipped = {n.split("/", 2)[2] for n in names if n.startswith(f"modeldrain/{package}/")}
-        assert shipped == {p.name for p in (REPO / package).iterdir() if p.is_file() and p.suffix in (".py", ".json")}
+        assert shipped == {p.name for p in (REPO / "modeldrain" / package).iterdir() if p.is_file() and p.suffix in (".py", ".json")}
     assert f"{dist_info}/licenses/LICENSE" in names
 
 

@@ -44,7 +44,7 @@ INTERVAL_S = 0.2
 # A run that has not finished in this long is broken, not slow.
 RUN_TIMEOUT_S = 30.0
 # What the console script imports beyond the standard library: what an image must carry for it.
-PRESTOP_PACKAGES = ("hook", "prometheus_client")
+PRESTOP_PACKAGES = ("modeldrain.hook", "prometheus_client")
 
 
 def _idle_body() -> bytes:

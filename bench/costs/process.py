@@ -62,7 +62,7 @@ def footprint(name: str, path: Path, packages: tuple[str, ...]) -> dict:
     for package in packages:
         spec = importlib.util.find_spec(package)
         if spec is not None and spec.origin:
-            parts[f"{package}/"] = tree_bytes(Path(spec.origin).parent)
+            parts[package.replace(".", "/") + "/"] = tree_bytes(Path(spec.origin).parent)
     return {"bytes": sum(parts.values()), "parts": parts,
             "note": "plus a Python ≥ 3.11 interpreter in the image (not counted)"}
 

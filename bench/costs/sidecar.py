@@ -44,7 +44,7 @@ POLL_S = 0.002
 SETTLE_S = 1.0  # after listening: the start-up's transient memory is past
 RUN_TIMEOUT_S = 30.0
 # What the console script imports beyond the standard library: what an image must carry for it.
-SIDECAR_PACKAGES = ("hook", "sidecar", "aiohttp", "uvloop", "prometheus_client", "multidict", "yarl",
+SIDECAR_PACKAGES = ("modeldrain.hook", "modeldrain.sidecar", "aiohttp", "uvloop", "prometheus_client", "multidict", "yarl",
                     "frozenlist", "aiosignal", "propcache", "aiohappyeyeballs", "attr", "attrs", "idna")
 
 @dataclass

@@ -1,5 +1,5 @@
 """drain-sidecar under load: /v1/work latency and throughput, engine reads per second, RSS; and what one
-retirement (the controller's protocol, sidecar/retirement.py) costs the engine.
+retirement (the controller's protocol, modeldrain/sidecar/retirement.py) costs the engine.
 
     .venv/bin/python bench/costs/sidecar_load.py [--seconds 5] [--clients 1,64] [--retirements 5] [--json out.json]
 

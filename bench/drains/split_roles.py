@@ -5,7 +5,7 @@ alike), checks its queue 4 s after the signal and every 5 s after that, and once
 waits 15 s for its split-role scheduler before it exits (emulation/shutdown.py; the spec measured a
 decoder leaving 26 s and a prefiller 28 s after the delete at G = 30). So even with its work done
 it needs 19–24 s after SIGTERM, and a hook that returns after G − 20 gets it killed at G. prestop
-returns by G − 20 for these roles (hook/decision.py); returning earlier cuts nothing, since the
+returns by G − 20 for these roles (modeldrain/hook/decision.py); returning earlier cuts nothing, since the
 engine keeps serving.
 
 Strategies: no hook; Kubernetes' `sleep` for G − 5 (idle and never served only: it is killed
@@ -36,7 +36,7 @@ GRACES_S = (30.0, 45.0)
 QUICK_ROLES = ("decode",)
 QUICK_GRACES_S = (30.0,)
 
-# The reserve prestop used for every engine before the role reserve (hook/constants.py EXIT_RESERVE_S).
+# The reserve prestop used for every engine before the role reserve (modeldrain/hook/constants.py EXIT_RESERVE_S).
 OLD_EXIT_RESERVE_S = 5.0
 
 WARMUP_S = 3.0

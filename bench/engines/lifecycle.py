@@ -49,7 +49,7 @@ GAUGES = {
                "sglang:num_decode_host_receive_queue_reqs", "sglang:num_decode_deferred_kv_release_reqs",
                "sglang:num_paused_reqs", "sglang:num_retracted_reqs"),
 }
-# What the gauge set counted before this measurement (hook/gauges.py's unified sets).
+# What the gauge set counted before this measurement (modeldrain/hook/gauges.py's unified sets).
 COUNTED = {"vllm": GAUGES["vllm"], "sglang": ("sglang:num_running_reqs", "sglang:num_queue_reqs")}
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
 

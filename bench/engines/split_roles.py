@@ -9,7 +9,7 @@ a real decode server and sglang-router pairing them (engines/pd.py), all on loop
 1. sends bursts through the router while a sampler polls each server's /metrics every
    SAMPLE_INTERVAL_S; for each server it reports every queue gauge's peak, when each first read
    non-zero after the first send, and how long the gauges the hook reads for that server's role
-   (hook/gauges.py) summed to zero while the client still had a request out;
+   (modeldrain/hook/gauges.py) summed to zero while the client still had a request out;
 2. runs `prestop check` against each server (is its envelope complete);
 3. deletes the decode server under load through emulation.kubelet.delete_pod with prestop (the
    policy drain_started logged, when SIGTERM came, when the engine exited, what was lost), then

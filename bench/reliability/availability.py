@@ -89,7 +89,7 @@ SCENARIOS = (
 )
 MIXED = Attack("all at once", hold=HOLDERS, flood_per_s=FLOOD_PER_S, slowloris=SLOWLORIS)
 
-# The sidecar's own counters the figures read (sidecar/metrics.py).
+# The sidecar's own counters the figures read (modeldrain/sidecar/metrics.py).
 EVICTED = "modeldrain_sidecar_connections_evicted_total"
 REQUESTS = "modeldrain_sidecar_requests_total"
 

@@ -29,7 +29,7 @@ TOO_LARGE_FOR_A_FLOAT = "1" + "0" * 400
 # A label costs prometheus-client's text parser more the more labels precede it on the line
 # (superlinear in the labels of one line). The issue's bodies: lines of thousands of labels.
 MANY_LABELS = 3000
-# The reader's cap on a line (hook/exposition.py MAX_LINE_CHARS): a line just under it is the
+# The reader's cap on a line (modeldrain/hook/exposition.py MAX_LINE_CHARS): a line just under it is the
 # most one line may cost and still be parsed.
 LINE_CAP_CHARS = 4096
 
@@ -66,7 +66,7 @@ def heavy_idle_body(total_bytes: int, labels_per_line: int) -> bytes:
     """Idle work gauges, then other lines of `labels_per_line` labels up to `total_bytes`.
 
     The work gauges read idle on the fast path, so the reader must parse the whole body to confirm
-    idle (hook/exposition.py): the body is all parse cost, bounded only by the reader's caps and
+    idle (modeldrain/hook/exposition.py): the body is all parse cost, bounded only by the reader's caps and
     its clock."""
     parts = [IDLE_VLLM.decode()]
     size = len(parts[0])

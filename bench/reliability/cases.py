@@ -37,14 +37,14 @@ UNMEASURABLE = frozenset({ExitCode.UNMEASURABLE})
 USAGE = frozenset({ExitCode.USAGE})
 CHECK_BUSY = frozenset({ExitCode.NOT_CLEARED})
 # A SIGTERM before the handler is installed (the interpreter starting, or a bundle's launchers
-# unpacking: hook/bundle.py) ends the process by the signal's default action: documented, and the
+# unpacking: modeldrain/hook/bundle.py) ends the process by the signal's default action: documented, and the
 # bundle's next start removes what it left in $TMPDIR.
 TERMINATED_OR_KILLED_BEFORE_THE_HANDLER = frozenset({ExitCode.TERMINATED, -signal.SIGTERM})
 
 # A worker whose leader never gave one answer it can trust: unknown, waited on to the deadline.
 LEADER_UNREACHABLE = frozenset({ExitCode.LEADER_UNREACHABLE})
 
-# Every status the drain and `prestop check` may end with (hook/cli.py EXIT_CODES_HELP).
+# Every status the drain and `prestop check` may end with (modeldrain/hook/cli.py EXIT_CODES_HELP).
 DOCUMENTED_DRAIN_CODES = frozenset({0, 2, 10, 11, 12, 130, 131, 143})
 DOCUMENTED_CHECK_CODES = frozenset({0, 1, 2, 11, 12})
 
@@ -206,7 +206,7 @@ def scripted_cases() -> list[HostileCase]:
                     expected=frozenset({ExitCode.TERMINATED}), signal=Signal(signal.SIGTERM, 1.0)),
         HostileCase("SIGQUIT mid-drain (at 1 s)", sigs, BUSY, idle_is_true=False,
                     expected=frozenset({ExitCode.QUIT}), signal=Signal(signal.SIGQUIT, 1.0)),
-        # Stray signals (hook/signals.py): ignored, so the busy drain still ends at its deadline.
+        # Stray signals (modeldrain/hook/signals.py): ignored, so the busy drain still ends at its deadline.
         *[HostileCase(f"{signal.Signals(signum).name} mid-drain (at 1 s): ignored", sigs, BUSY, idle_is_true=False,
                       expected=DEADLINE, signal=Signal(signum, 1.0))
           for signum in (signal.SIGHUP, signal.SIGUSR1, signal.SIGALRM, signal.SIGPIPE, signal.SIGTSTP)],

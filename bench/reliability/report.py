@@ -112,7 +112,7 @@ def _hostile_lines(h: dict) -> list[str]:
              "flight. *No descriptor left* lowers the hook's RLIMIT_NOFILE to its lowest free descriptor once it "
              "has logged its first line: its connect fails with EMFILE while the engine listens, as it does with "
              "the node's ephemeral ports exhausted (EADDRNOTAVAIL), which cannot be produced safely on a shared "
-             "machine. −15: killed by SIGTERM before its handler was installed (documented in hook/bundle.py; the "
+             "machine. −15: killed by SIGTERM before its handler was installed (documented in modeldrain/hook/bundle.py; the "
              "bundle's next start removes what its launchers left in $TMPDIR).", ""]
     groups = h["summary"].get("by_group", {})
     if groups:

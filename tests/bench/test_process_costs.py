@@ -49,10 +49,10 @@ def test_footprint_counts_the_bundle_alone_and_a_script_with_its_packages(tmp_pa
     bundle.write_bytes(b"\0" * 1000)
     assert footprint("bundle", bundle, ("hook",)) == {
         "bytes": 1000, "note": "one static file: no Python needed in the image"}
-    script = footprint("console script", bundle, ("hook", "no_such_package_here"))
-    hook_dir = Path(__file__).resolve().parents[2] / "hook"
-    assert script["parts"] == {"script": 1000, "hook/": tree_bytes(hook_dir)}
-    assert script["bytes"] == 1000 + script["parts"]["hook/"] > 1000
+    script = footprint("console script", bundle, ("modeldrain.hook", "no_such_package_here"))
+    hook_dir = Path(__file__).resolve().parents[2] / "modeldrain" / "hook"
+    assert script["parts"] == {"script": 1000, "modeldrain/hook/": tree_bytes(hook_dir)}
+    assert script["bytes"] == 1000 + script["parts"]["modeldrain/hook/"] > 1000
 
 
 def test_tree_bytes_counts_files_once_and_not_through_links(tmp_path):

@@ -103,7 +103,7 @@ def test_the_catalogue_covers_every_input_of_the_issue():
     assert any(c.annotations_fifo for c in scripted) and any(c.descriptors_spent for c in scripted)
     signals = {(c.signal.signum, c.signal.at_s) for c in scripted if c.signal}
     assert (signal.SIGINT, 1.0) in signals and {(signal.SIGTERM, t) for t in (0.1, 0.2, 0.3)} <= signals
-    # The stray signals hook/signals.py ignores, and SIGQUIT's stop (issue 15).
+    # The stray signals modeldrain/hook/signals.py ignores, and SIGQUIT's stop (issue 15).
     assert {(s, 1.0) for s in (signal.SIGQUIT, signal.SIGHUP, signal.SIGUSR1, signal.SIGALRM, signal.SIGPIPE,
                                signal.SIGTSTP)} <= signals
     assert any(c.subcommand == ("check",) for c in scripted)

@@ -68,7 +68,7 @@ def test_is_static_and_holds_its_http_stack_but_not_the_test_bed(build, sidecar_
     make("bundle", arch="amd64")  # its toolchain's archive viewer reads either architecture's
     listing = subprocess.run([str(TOOLCHAIN_BIN / "pyi-archive_viewer"), "--list", "--recursive", "--brief",
                               str(build.onefile("drain-sidecar"))], capture_output=True, text=True, timeout=60, check=True).stdout
-    for inside in ("aiohttp", "uvloop", "modeldrain.sidecar.cli", "modeldrain.hook.reader", "prometheus_client", "sidecar/openapi.json"):
+    for inside in ("aiohttp", "uvloop", "modeldrain.sidecar.cli", "modeldrain.hook.reader", "prometheus_client", "modeldrain/sidecar/openapi.json"):
         assert inside in listing, inside
     for excluded in ("emulation", "tests.", "bench"):
         assert excluded not in listing, excluded

@@ -1,6 +1,6 @@
 """A real SGLang's burst, read from right after it was sent: busy through the tokenizer manager's
 window, where the scheduler's gauges read 0 (0.59 s with 32 out, docs/engines.md), because the
-reader counts `sglang:http_requests_active` (hook/gauges.py) on every route but the few that hold
+reader counts `sglang:http_requests_active` (modeldrain/hook/gauges.py) on every route but the few that hold
 no work; the scrape's own `/metrics` series among them, so the server reads idle again after."""
 
 from __future__ import annotations

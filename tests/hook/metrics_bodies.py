@@ -46,7 +46,7 @@ LABEL_SETS = st.sampled_from([
 ])
 
 
-# Characters nobody sees (issue 15), by Unicode category as hook/work_names.py sets them aside:
+# Characters nobody sees (issue 15), by Unicode category as modeldrain/hook/work_names.py sets them aside:
 # what a work gauge's name in disguise carries (a line feed would end the line: not one of them).
 HIDDEN_CHARACTERS = st.characters(categories=("Cc", "Cf", "Co", "Cn", "Zs", "Zl", "Zp", "Mn", "Me"),
                                   exclude_characters="\n")

@@ -2,7 +2,7 @@
 as the gauges are, measured with the same gauge set. None when prometheus-client (or UTF-8)
 rejects the body, or when the body hides a work gauge from that parse (issue 15): a metric whose
 name is a work gauge's once invisible characters (and quotes) are set aside, or a TYPE line for a
-work gauge that is not its one `gauge` line. Written apart from hook/work_names.py, with the
+work gauge that is not its one `gauge` line. Written apart from modeldrain/hook/work_names.py, with the
 parser's own tokenizer for TYPE lines."""
 
 from __future__ import annotations

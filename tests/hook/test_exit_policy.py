@@ -1,5 +1,5 @@
-"""When prestop hands an SGLang server's drain to SGLang itself (hook/exit_policy.py), and the loop
-that does it (hook/drain.py) with an injected clock, reader and /health."""
+"""When prestop hands an SGLang server's drain to SGLang itself (modeldrain/hook/exit_policy.py), and the loop
+that does it (modeldrain/hook/drain.py) with an injected clock, reader and /health."""
 
 import time
 

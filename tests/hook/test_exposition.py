@@ -270,7 +270,7 @@ def test_one_gauge_type_per_work_gauge_and_other_families_types_are_read_as_befo
         whole(load(fixtures_dir, name))  # the real scrapes: one gauge TYPE each
 
 
-# Characters set aside in a name, each by its Unicode category (hook/work_names.py).
+# Characters set aside in a name, each by its Unicode category (modeldrain/hook/work_names.py).
 HIDDEN = {"bom": "\ufeff", "zwsp": "\u200b", "zwnj": "\u200c", "zwj": "\u200d", "word-joiner": "\u2060",
           "soft-hyphen": "\u00ad", "nul": "\x00", "bell": "\x07", "del": "\x7f", "nbsp": "\u00a0",
           "variation-selector": "\ufe0f", "combining-grapheme-joiner": "\u034f", "private-use": "\ue000"}

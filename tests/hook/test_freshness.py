@@ -1,4 +1,4 @@
-"""A zero the scheduler may not have republished is `stale`, never idle (hook/freshness.py)."""
+"""A zero the scheduler may not have republished is `stale`, never idle (modeldrain/hook/freshness.py)."""
 
 import pytest
 

@@ -180,7 +180,7 @@ def test_a_broken_value_on_a_route_that_holds_no_work_is_still_invalid(fixtures_
 
 
 def test_a_counter_typed_http_gauge_is_refused(fixtures_dir):
-    # The one TYPE a work gauge may have (hook/work_names.py) holds for this one too.
+    # The one TYPE a work gauge may have (modeldrain/hook/work_names.py) holds for this one too.
     body = scrape(fixtures_dir, IDLE).replace(TYPE_LINE, "# TYPE sglang:http_requests_active counter\n").encode()
     assert read(body).outcome is ReadOutcome.UNPARSEABLE
 

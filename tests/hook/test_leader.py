@@ -206,7 +206,7 @@ def test_a_token_file_the_sidecar_would_refuse_is_a_usage_error_at_start(tmp_pat
     path = tmp_path / "token"
     path.write_bytes(content)
     with pytest.raises(TokenFileError):
-        read_token(str(path))  # the sidecar's rule (sidecar/auth.py uses this same function)
+        read_token(str(path))  # the sidecar's rule (modeldrain/sidecar/auth.py uses this same function)
     for parser in (_drain_parser(), _check_parser()):
         with pytest.raises(SystemExit) as stopped:
             parser.parse_args(["--follow-leader", "http://leader", "--leader-token-file", str(path)])

@@ -1,6 +1,6 @@
 """A stale zero against a real emulated SGLang (real process, sockets and clock): a long forward
 pass holds the scheduler's gauges at 0 while requests are out. The two-reads rule alone reads it
-idle twice, 1 s apart; the one reader (hook/reader.py, hook/freshness.py) reads it `stale`."""
+idle twice, 1 s apart; the one reader (modeldrain/hook/reader.py, modeldrain/hook/freshness.py) reads it `stale`."""
 
 import threading
 import time

@@ -3,7 +3,7 @@
 The answers are rendered by the sidecar's own code (sidecar.work_answer.work_answer, the idle-run
 tracker), so every body is a real modeldrain.sidecar/v2 answer; the expected verdict and reason of
 each round are written here by hand, from the spec. `--write` renders conformance/retirement/*.json,
-which the tests replay through sidecar/retirement.py and which another implementation (the
+which the tests replay through modeldrain/sidecar/retirement.py and which another implementation (the
 operator's controller) replays unchanged (format: conformance/retirement/README.md).
 
     .venv/bin/python -m tests.sidecar.conformance_scenarios --write
@@ -138,7 +138,7 @@ class Sidecar:
 
 
 def _count(started: float, connected: int | None, busy: bool) -> ConnectionCount:
-    """What sidecar/connections.py says for `connected` outside connections to port 8000."""
+    """What modeldrain/sidecar/connections.py says for `connected` outside connections to port 8000."""
     if connected is None:
         return ConnectionCount((8000,), None, None, RECENT_DATA_WINDOW_S, started, 4.0,
                                "count unknown: /proc/net/tcp6 line 7 is not a socket: '   5: nonsense'")

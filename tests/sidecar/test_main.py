@@ -1,4 +1,4 @@
-"""sidecar/main.py: the dependency check in front of the server (end to end: tests/test_packaging.py)."""
+"""modeldrain/sidecar/main.py: the dependency check in front of the server (end to end: tests/test_packaging.py)."""
 
 from __future__ import annotations
 

@@ -14,11 +14,11 @@ from modeldrain.sidecar.site import JsonErrorRequestHandler, LimitedTCPSite
 
 from .sidecar_process import SidecarProcess
 
-# --- the aiohttp internals sidecar/site.py relies on: a change fails here, not in production ---
+# --- the aiohttp internals modeldrain/sidecar/site.py relies on: a change fails here, not in production ---
 
 def test_aiohttp_is_a_version_this_contract_was_checked_against():
     major, minor = (int(p) for p in aiohttp.__version__.split(".")[:2])
-    assert (major, minor) == (3, 14), "re-check sidecar/site.py against this aiohttp, then widen the pin"
+    assert (major, minor) == (3, 14), "re-check modeldrain/sidecar/site.py against this aiohttp, then widen the pin"
 
 
 def test_request_handler_is_built_as_the_server_builds_it():

@@ -37,7 +37,7 @@ def test_requests_only_the_http_gauge_counts_read_busy_then_idle_once_they_leave
         assert busy["in_flight"] == 32 and busy["gauges"]["sglang:http_requests_active"] == 32
         assert busy["gauges"]["sglang:num_running_reqs"] == 0 and busy["gauges"]["sglang:num_queue_reqs"] == 0
         # The requests are gone, the scheduler's heartbeat moved (a zero newer than the read before:
-        # hook/freshness.py); the scrape's own /metrics series still reads 1.
+        # modeldrain/hook/freshness.py); the scrape's own /metrics series still reads 1.
         assert HEARTBEAT in IDLE
         engine.set(serving(IDLE.replace(HEARTBEAT, HEARTBEAT.replace("5.109299374", "6.109299374"))))
         idle = work(sidecar)

@@ -11,7 +11,7 @@ server that drains. Every one of those facts must be known to follow the engine:
 keeps the full drain, as does every vLLM (its SIGTERM aborts, or with --shutdown-timeout answers
 new requests HTTP 500, so the poll is what protects a lagging router's requests).
 
-Pure: the facts come in, a policy and its reason go out; hook/drain.py reads /health (once, beside
+Pure: the facts come in, a policy and its reason go out; modeldrain/hook/drain.py reads /health (once, beside
 the route wait: SGLang's /health generates a token and answers after >= 1 s).
 """
 

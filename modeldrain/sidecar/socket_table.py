@@ -2,7 +2,7 @@
 
 drain-sidecar shares the Pod's network namespace, so these tables list every connection made to
 the engine's port, from wherever. Readable by any user. They are read and checked line by line by
-the programs' one bounded reader (hook/kernel_sockets.py, which the hook reads unsent bytes with):
+the programs' one bounded reader (modeldrain/hook/kernel_sockets.py, which the hook reads unsent bytes with):
 a table that cannot be read, is cut off mid-line, is over its cap, or holds a line that is not the
 kernel's format raises SocketTableError, so the count is unknown rather than short (a count that
 reads as zero when it is not would let the controller delete a Pod with clients attached).

@@ -3,12 +3,12 @@ router-less retirement waits to see at zero.
 
 Spec "Retirement protocol": without spec.router, removing the Service endpoint does not prove the
 connections clients made through it have ended. The Pod's network namespace knows: its socket
-tables (sidecar/socket_table.py) list every established connection on the port, and the Pod's own
-addresses (sidecar/pod_addresses.py) say which peers are inside the Pod (the hook, the sidecar's
+tables (modeldrain/sidecar/socket_table.py) list every established connection on the port, and the Pod's own
+addresses (modeldrain/sidecar/pod_addresses.py) say which peers are inside the Pod (the hook, the sidecar's
 reads, an in-Pod proxy). Peers are never excluded by any other address: a client SNAT'd to the
 node's address (NodePort, a load balancer with externalTrafficPolicy Cluster) looks like kubelet.
 
-How many of them carried data recently comes from inet_diag (sidecar/sock_diag.py) when the
+How many of them carried data recently comes from inet_diag (modeldrain/sidecar/sock_diag.py) when the
 kernel gives it; it is for people and messages only, since a long non-streaming request moves no
 data either. A table that cannot be read makes the count None, with the reason: unknown holds the
 controller, it never reads as zero.

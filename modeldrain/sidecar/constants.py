@@ -1,6 +1,6 @@
 """The constants several sidecar modules share, named once, each with the reason for its value.
 
-The drain's constants (read timeout, body cap, grace) live in hook/constants.py and are
+The drain's constants (read timeout, body cap, grace) live in modeldrain/hook/constants.py and are
 imported from there; a constant only one module uses lives beside its user.
 """
 
@@ -18,7 +18,7 @@ def work_answer_bound_s(read_timeout_s: float) -> float:
     """The longest GET /v1/work waits: the read in flight, then its own (each bounded by the read
     timeout), the spacing between reads, and the hand-off slack; past it the answer is a 504, never
     a stale read. 5.1 s at the default 2 s read timeout; docs/controller.md quotes it, and the
-    reference client's request timeout (sidecar/retirement.py) must exceed it."""
+    reference client's request timeout (modeldrain/sidecar/retirement.py) must exceed it."""
     return 2 * read_timeout_s + MIN_READ_INTERVAL_S + WORK_WAIT_SLACK_S
 
 # What the replica was created from (e.g. the LeaderWorkerSet template-revision-hash label): the

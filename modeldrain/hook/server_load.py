@@ -4,7 +4,7 @@ their response, before and after the engine core's gauges count them.
 Measured on vLLM 0.32 (docs/engines.md): 16 long prompts read 0 in the two gauges for 0.71 s while
 they were tokenized; `/load` counted them 0.11 s after they were sent. It counts only with
 `--enable-server-load-tracking` (without it the route answers 0 forever), so the reader reads it
-only where the engine's argv turns it on (hook/engine.py), never by probing; and it is one API
+only where the engine's argv turns it on (modeldrain/hook/engine.py), never by probing; and it is one API
 server process's count (`--api-server-count` > 1 undercounts).
 """
 

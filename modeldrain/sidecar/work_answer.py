@@ -1,6 +1,6 @@
 """The JSON body of GET /v1/work: one numbered read rendered with who answered. Pure.
 
-Field meanings, and what a controller must check in each, are documented in sidecar/openapi.json
+Field meanings, and what a controller must check in each, are documented in modeldrain/sidecar/openapi.json
 and docs/controller.md; the read's own fields come from hook.outcome, so the controller sees the
 same outcome classes as the hook's log.
 """
@@ -21,7 +21,7 @@ from modeldrain.sidecar.sampler import NumberedRead
 # version on any change a client could misread; adding an optional field is not one.
 # v2: the Pod named by namespace, name and UID; the engine's own command; the read's monotonic
 # start and its idle run; null listed in every nullable enum.
-# Named once in the shared core (hook/constants.py), since a worker's hook checks it too.
+# Named once in the shared core (modeldrain/hook/constants.py), since a worker's hook checks it too.
 SCHEMA_VERSION = SIDECAR_SCHEMA
 
 

@@ -131,7 +131,7 @@ def run_drain(config: DrainConfig, started_at: float, log: EventLog, *,
               read: ReadEngine | None = None, clock: Clock = MonotonicClock(),
               health: ReadHealth | None = None) -> DrainResult:
     """Drain until idle, unmeasurable or the deadline; or, for an SGLang server whose SIGTERM will
-    drain, return after the route wait (hook/exit_policy.py). `read`: the engine reader (default:
+    drain, return after the route wait (modeldrain/hook/exit_policy.py). `read`: the engine reader (default:
     the configured EngineReader, whose switch to the engine's own port is logged as a warning);
     `health`: the /health reader (default: health_reader)."""
     rc = config.read

@@ -49,7 +49,7 @@ def _read(target: Target, hint: EngineHint, started_at: float, *, timeout_s: flo
 
 
 def _with_server_load(read: Read, target: Target, *, deadline_at: float) -> Read:
-    """An idle vLLM read stays idle only if /load also says 0 (hook/server_load.py); a /load that
+    """An idle vLLM read stays idle only if /load also says 0 (modeldrain/hook/server_load.py); a /load that
     cannot be read is doubt, and doubt is never idle."""
     try:
         response = fetch(replace(target, path=LOAD_PATH), timeout_s=max(0.0, deadline_at - time.monotonic()),
@@ -114,7 +114,7 @@ class EngineReader:
     address and the engine's own --host, then its own --port); a read is refused only when every
     one refuses. The first place that answers is read from then on, and the move is said once.
 
-    It remembers the scheduler heartbeat of its latest read (hook/freshness.py): an idle read
+    It remembers the scheduler heartbeat of its latest read (modeldrain/hook/freshness.py): an idle read
     whose heartbeat has not moved since is `stale`, never idle. One reader, read in order."""
 
     def __init__(self, config: ReadConfig, on_switch: Callable[[str], object] = lambda message: None):

@@ -2,7 +2,7 @@
 which engine process gave it and where its run of idle reads began.
 
 The reader is synchronous (stdlib sockets and a parse, under one end-to-end deadline), so each
-read runs on a daemon thread (sidecar/daemon_thread.py); the coalescer guarantees one at a time.
+read runs on a daemon thread (modeldrain/sidecar/daemon_thread.py); the coalescer guarantees one at a time.
 
 Which process answered (IncarnationTracker). The controller holds a restarted replica
 (docs/requirements.md, R4: the gauges of a fresh process cannot speak for the work it set out to
@@ -133,7 +133,7 @@ class NumberedRead:
     incarnation: Incarnation
     target_url: str  # what was read: the configured target, or the engine's own port it moved to
     idle_run_since_seq: int | None = None  # RunTracker, above
-    connections: ConnectionCount | None = None  # sidecar/connections.py, scanned with the read
+    connections: ConnectionCount | None = None  # modeldrain/sidecar/connections.py, scanned with the read
     # The first read of the unbroken run of reads that found no outside connection (None: this one found
     # some, or could not count): what idle_run_since_seq is to idle reads.
     connections_free_since_seq: int | None = None

@@ -249,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         return ExitCode.USAGE
     if subcommand is None:
         # First, before anything that can take time: a stop signal must end in a drain_finished
-        # line, and no other signal may end the drain (hook/signals.py).
+        # line, and no other signal may end the drain (modeldrain/hook/signals.py).
         _SIGNALS.install()
     _ensure_standard_streams()
     if subcommand is not None:

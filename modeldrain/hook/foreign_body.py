@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from modeldrain.hook.gauges import ENGINE_PREFIXES, SGLANG_GAUGES, VLLM_GAUGES
 
-# drain-sidecar's own metrics (sidecar/metrics.py) all start with this.
+# drain-sidecar's own metrics (modeldrain/sidecar/metrics.py) all start with this.
 SIDECAR_METRIC_PREFIX = b"modeldrain_sidecar_"
 # How far into a body to look for what it is: its first bytes say JSON or HTML.
 SNIFF_BYTES = 512

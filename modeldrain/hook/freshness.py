@@ -10,7 +10,7 @@ after that read, so the second of two idle reads reflects the scheduler after th
 first of the two needs no such proof: whatever it missed, the second sees. So the reader's very
 first read, with nothing to compare with, may read idle.)
 
-The reader applies it (hook/reader.py: EngineReader), so the hook's drain, the sidecar's
+The reader applies it (modeldrain/hook/reader.py: EngineReader), so the hook's drain, the sidecar's
 /v1/work and the retirement protocol's two reads all see the same outcome: `stale`, never idle.
 """
 

@@ -51,7 +51,7 @@ class EngineHint:
     # but SGLang's false words, False when every engine process's environment was read without it,
     # None when one could not be read (another user's process) or no process was seen.
     force_shutdown: bool | None = None
-    # vLLM's --enable-server-load-tracking: its GET /load counts the API server's requests (hook/server_load.py).
+    # vLLM's --enable-server-load-tracking: its GET /load counts the API server's requests (modeldrain/hook/server_load.py).
     server_load_tracking: bool = False
 
     def merged(self, fallback: "EngineHint") -> "EngineHint":

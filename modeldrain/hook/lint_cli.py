@@ -2,7 +2,7 @@
 
 Reads every Pod template of each file (a Pod, Deployment, StatefulSet, DaemonSet, ReplicaSet, Job,
 LeaderWorkerSet, or a `kubectl get -o json` List of them) and prints one line per finding, naming
-the file, the object, the container and the field (hook/manifest_rules.py holds the rules).
+the file, the object, the container and the field (modeldrain/hook/manifest_rules.py holds the rules).
 
 JSON needs nothing beyond the standard library. YAML (multi-document included) needs PyYAML, which
 the static executable does not carry (docs/prestop.md, "prestop lint", says why and what it

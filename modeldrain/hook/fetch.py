@@ -3,7 +3,7 @@
 A socket timeout bounds each recv, not the read: an engine that drips one byte a second
 would hold a plain client forever. Here every recv gets only the time left, so connect,
 handshake, status line, headers and body together never outlast `timeout_s`. The response is
-read, and its framing judged, by hook/framing.py (RFC 9112: what it calls unrecoverable is
+read, and its framing judged, by modeldrain/hook/framing.py (RFC 9112: what it calls unrecoverable is
 refused, never guessed).
 """
 

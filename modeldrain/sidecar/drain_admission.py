@@ -19,7 +19,7 @@ from dataclasses import dataclass
 # gets 429 at once, and never takes the share of another address, kubelet's included.
 MAX_DRAIN_CALLS_PER_SOURCE = 4
 # Drain calls hold their connections while they wait, and a connection running a request is
-# never evicted at the cap (sidecar/site.py). So drain calls may hold at most this share of
+# never evicted at the cap (modeldrain/sidecar/site.py). So drain calls may hold at most this share of
 # --max-connections (48 of the default 64): the rest stay for the controller, the probes, and
 # the idle connections a newcomer evicts. With the defaults, turning kubelet's call away takes
 # 12 source addresses each holding 4 calls at once.

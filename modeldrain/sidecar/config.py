@@ -70,10 +70,10 @@ class SidecarConfig:
     token_file: str | None
     pod: PodIdentity
     member: Member
-    stated: EngineHint  # what the sidecar's own --engine / --disaggregation-mode say (sidecar/command.py)
+    stated: EngineHint  # what the sidecar's own --engine / --disaggregation-mode say (modeldrain/sidecar/command.py)
     proc_root: str  # where the engine's argv is read (the process table)
     net_root: str  # where the socket tables and the Pod's addresses are read (this namespace's /proc)
-    service_ports: tuple[int, ...]  # where outside connections are counted (sidecar/connections.py)
+    service_ports: tuple[int, ...]  # where outside connections are counted (modeldrain/sidecar/connections.py)
     linger_max_s: float
     max_connections: int
     ready_file: str | None

@@ -233,7 +233,7 @@ def _kept_lines(text: str, openmetrics: bool) -> list[str]:
                 break
             at = text.find(needle, line_end)
     # A work gauge's name in disguise holds none of the substrings: its lines are kept too, for
-    # the parse to read and _parse_lines to refuse (hook/work_names.py).
+    # the parse to read and _parse_lines to refuse (modeldrain/hook/work_names.py).
     starts.update(suspect_line_starts(text, CANDIDATE_SUBSTRINGS))
     if len(starts) > MAX_CANDIDATE_LINES:
         raise ExpositionError(f"over {MAX_CANDIDATE_LINES} lines name a work gauge")

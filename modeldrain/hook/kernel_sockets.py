@@ -2,7 +2,7 @@
 
 Both programs run in the Pod's network namespace, so these tables list every socket on the
 engine's port, from wherever its peer is. The sidecar reads the established connections
-(sidecar/socket_table.py); `unsent_bytes` sums the bytes the engine has written and a client has
+(modeldrain/sidecar/socket_table.py); `unsent_bytes` sums the bytes the engine has written and a client has
 not yet acknowledged (`tx_queue`): a stream's tail still going out to a slow reader after vLLM's
 gauges read zero, which bench/engines/stream_tail.py measures. The hook does not read it: vLLM's
 SIGTERM lets such a tail go out (measured, docs/engines.md), so waiting on it would only hold the

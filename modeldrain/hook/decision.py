@@ -30,7 +30,7 @@ class DrainOutcome(enum.Enum):
     # A worker following its leader: the leader never once answered as a drain-sidecar (a wrong host,
     # port or token), so it is unknown, not gone; the worker waited to its deadline: exit 12
     LEADER_UNREACHABLE = "leader_unreachable"
-    # An SGLang server whose SIGTERM will drain (hook/exit_policy.py): returned after the route wait,
+    # An SGLang server whose SIGTERM will drain (modeldrain/hook/exit_policy.py): returned after the route wait,
     # its gauges unread; the engine serves what it holds and exits once empty: exit 0
     ENGINE_DRAINS = "engine_drains"
 

@@ -1,6 +1,6 @@
 """`drain-sidecar retirement URL [URL...]`: the retirement protocol's verdict for one replica, for people.
 
-Wiring only: the protocol is sidecar/retirement.py (standard library only). It reads every member
+Wiring only: the protocol is modeldrain/sidecar/retirement.py (standard library only). It reads every member
 once a round until the verdict is final and prints it as one JSON line: exit 0 when the replica may
 be deleted, 1 when it is held (refused, or held past --budget), 2 on a usage error. Imports nothing
 of the server, so it runs where aiohttp and uvloop are not installed.

@@ -42,7 +42,7 @@ BUSY_READ_ENGINE_SHARE = 0.05
 # its arrival and its admission to the queue reads as zero for a moment, never for a second.
 IDLE_CONFIRM_GAP_S = 1.0
 
-# The /health read that tells whether SGLang's SIGTERM will drain (hook/exit_policy.py): SGLang
+# The /health read that tells whether SGLang's SIGTERM will drain (modeldrain/hook/exit_policy.py): SGLang
 # 0.5.23's /health generates a token and answers after >= 1 s (measured: never sooner), so the read
 # runs beside the route wait, from the hook's start, and must have its answer by the route wait's
 # end; this bounds it where the route wait is longer.
@@ -56,11 +56,11 @@ READ_TIMEOUT_S = 2.0
 # leaves room to grow while a runaway body cannot make the hook hold tens of MB.
 MAX_BODY_BYTES = 4 * 1024 * 1024
 
-# drain-sidecar's port (see sidecar/constants.py for why this one): a worker Pod's hook reads its
+# drain-sidecar's port (see modeldrain/sidecar/constants.py for why this one): a worker Pod's hook reads its
 # leader's sidecar there.
 SIDECAR_PORT = 8490
 
-# The schema of drain-sidecar's answers (sidecar/constants.py explains its versions). A worker's
+# The schema of drain-sidecar's answers (modeldrain/sidecar/constants.py explains its versions). A worker's
 # hook trusts a leader's answer only in exactly this schema: a field layout it was not written
 # for is not read as if it were.
 SIDECAR_SCHEMA = "modeldrain.sidecar/v2"
