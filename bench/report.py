@@ -305,7 +305,7 @@ def _sidecar_section(sidecar: dict) -> list[str]:
 def _retirement_lines(cases: list[dict]) -> list[str]:
     times = cases[0]["retirements"]
     lines = ["### A retirement: what the controller costs the engine", "",
-             f"The same script: the reference client (`modeldrain/sidecar/retirement.py` `retire`, as `drain-sidecar retirement` "
+             f"The same script: the reference client (`modeldrain/retirement/client.py` `retire`, as `drain-sidecar retirement` "
              f"runs it) retires an idle replica {times} times per shape, each time to its verdict; medians per "
              "retirement. Engine reads are the emulator's own count; read time is the sidecar's read-duration "
              "histogram (fetch and parse of the ~47 KB exposition); a worker's read is of an engine that serves "

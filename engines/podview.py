@@ -27,7 +27,7 @@ from typing import Any, Sequence
 import yaml
 
 from modeldrain.hook.install import TMP_MODE, TMP_SUBDIR
-from modeldrain.hook.pod_templates import PodTemplate, templates_of
+from modeldrain.lint.pod_templates import PodTemplate, templates_of
 
 # The container the drain hook sits on in every deploy/ manifest.
 ENGINE_CONTAINER = "engine"

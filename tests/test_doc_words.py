@@ -54,7 +54,7 @@ def _messages(path: Path):
             yield node.value
 
 
-@pytest.mark.parametrize("module", sorted([*(REPO / "modeldrain" / "hook").glob("*.py"), *(REPO / "modeldrain" / "sidecar").glob("*.py")]),
+@pytest.mark.parametrize("module", sorted((REPO / "modeldrain").rglob("*.py")),
                          ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_no_message_speaks_of_an_operator_without_naming_it(module):
     for text in _messages(module):

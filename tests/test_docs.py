@@ -69,7 +69,7 @@ def _is_a_log(receiver: ast.expr) -> bool:
 def events_in_code() -> dict[str, set[str]]:
     """Every event the product writes, with the modules that write it (read from the source)."""
     found: dict[str, set[str]] = {}
-    for path in sorted([*(REPO / "modeldrain" / "hook").glob("*.py"), *(REPO / "modeldrain" / "sidecar").glob("*.py")]):
+    for path in sorted((REPO / "modeldrain").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             names: set[str] = set()
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
@@ -158,7 +158,8 @@ def test_the_answer_bound_the_controller_doc_quotes_is_the_sidecars():
 # --- the module maps ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("package", ["modeldrain/hook", "modeldrain/sidecar", "emulation"])
+@pytest.mark.parametrize("package", ["modeldrain/hook", "modeldrain/sidecar", "modeldrain/lint", "modeldrain/retirement",
+                                     "emulation"])
 def test_each_package_map_lists_exactly_its_modules(package):
     listed = set(re.findall(r"`(\w+\.py)`", (REPO / package / "README.md").read_text()))
     modules = {path.name for path in (REPO / package).glob("*.py") if path.name != "__init__.py"}

@@ -20,14 +20,11 @@ HOOK_LAYERS: dict[str, int] = {
     # facts and leaf utilities: constants, the gauge sets, exit codes, where the engine is
     "modeldrain.hook": 0, "modeldrain.hook.constants": 0, "modeldrain.hook.exitcodes": 0, "modeldrain.hook.gauges": 0, "modeldrain.hook.target": 0,
     "modeldrain.hook.bundle": 0, "modeldrain.hook.files": 0, "modeldrain.hook.events": 0, "modeldrain.hook.flat_yaml": 0,
-    "modeldrain.hook.pod_templates": 0,
     # values parsed and read
     "modeldrain.hook.flags": 1, "modeldrain.hook.outcome": 1, "modeldrain.hook.clock": 1, "modeldrain.hook.annotations": 1,
     "modeldrain.hook.work_names": 1, "modeldrain.hook.framing": 1,
     "modeldrain.hook.token": 1, "modeldrain.hook.engine_argv": 1,
     "modeldrain.hook.foreign_body": 1, "modeldrain.hook.server_load": 1,
-    # the rules a manifest is checked by (`prestop lint`)
-    "modeldrain.hook.manifest_rules": 2,
     # what each signal does to a drain (a stop, or ignored)
     "modeldrain.hook.signals": 1,
     # reading: argv, exposition, HTTP, the kernel's socket tables
@@ -42,13 +39,18 @@ HOOK_LAYERS: dict[str, int] = {
     # the drain loop
     "modeldrain.hook.drain": 6,
     # entry points
-    "modeldrain.hook.install": 7, "modeldrain.hook.lint_cli": 7, "modeldrain.hook.cli": 8, "modeldrain.hook.__main__": 9,
+    "modeldrain.hook.install": 7, "modeldrain.hook.cli": 8, "modeldrain.hook.__main__": 9,
 }
 
 # What the bundled hook may import beyond the standard library.
 HOOK_THIRD_PARTY = {"prometheus_client"}
 # Imported only where installed, inside `except ImportError` (the bundle excludes it): module -> names.
-HOOK_OPTIONAL = {"modeldrain.hook.lint_cli": {"yaml"}}
+HOOK_OPTIONAL: dict[str, set[str]] = {}
+# The tools around the programs: each its own package over the hook's facts, never the sidecar's server.
+TOOLS = {"lint": {"yaml"}, "retirement": set()}
+# The one import from the hook into a tool: `prestop lint` (inside `except ImportError`; the static
+# executable leaves the tool out).
+HOOK_INTO_TOOLS = {"modeldrain.hook.cli": {"modeldrain.lint.cli"}}
 SIDECAR_THIRD_PARTY = {"aiohttp", "uvloop", "prometheus_client"}
 TEST_BED = {"emulation", "tests", "bench", "build"}
 
@@ -81,7 +83,7 @@ def imports_of(path: Path) -> set[str]:
 
 def product_modules() -> dict[str, set[str]]:
     modules = {}
-    for package in ("modeldrain/hook", "modeldrain/sidecar"):
+    for package in ("modeldrain", "modeldrain/hook", "modeldrain/sidecar", *(f"modeldrain/{t}" for t in TOOLS)):
         for path in sorted((REPO / package).glob("*.py")):
             modules[module_name(path)] = imports_of(path)
     return modules
@@ -108,15 +110,24 @@ def test_every_hook_module_has_a_layer():
 
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if top(m) == "hook"))
 def test_hook_imports_point_down(module):
-    upward = {dep for dep in internal(MODULES[module]) if HOOK_LAYERS[dep] >= HOOK_LAYERS[module] and dep != module
+    upward = {dep for dep in internal(MODULES[module]) if top(dep) == "hook"
+              and HOOK_LAYERS[dep] >= HOOK_LAYERS[module] and dep != module
               and not (dep == "modeldrain.hook" and module != "modeldrain.hook")}
     assert not upward, f"{module} (layer {HOOK_LAYERS[module]}) imports {sorted(upward)} from its layer or above"
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_third_party_and_test_bed_imports(module):
-    allowed = HOOK_THIRD_PARTY | HOOK_OPTIONAL.get(module, set()) if top(module) == "hook" else SIDECAR_THIRD_PARTY
-    own = ("modeldrain.hook",) if top(module) == "hook" else ("modeldrain.hook", "modeldrain.sidecar")
+    package = top(module)
+    if package == "hook":
+        allowed = HOOK_THIRD_PARTY | HOOK_OPTIONAL.get(module, set())
+        own: tuple[str, ...] = ("modeldrain.hook", *HOOK_INTO_TOOLS.get(module, ()))
+    elif package in TOOLS:
+        allowed, own = HOOK_THIRD_PARTY | TOOLS[package], ("modeldrain.hook", f"modeldrain.{package}")
+    elif package == "sidecar":
+        allowed, own = SIDECAR_THIRD_PARTY, ("modeldrain.hook", "modeldrain.sidecar", "modeldrain.retirement")
+    else:  # modeldrain itself: the tools' dispatch
+        allowed, own = set(), ("modeldrain.tools", "modeldrain.hook.exitcodes", *(f"modeldrain.{t}" for t in TOOLS))
     for name in MODULES[module]:
         root = name.split(".")[0]
         assert root not in TEST_BED, f"{module} imports the test bed: {name}"
@@ -134,7 +145,8 @@ def test_sidecar_uses_the_shared_core_not_the_hooks_entry_points(module):
 def test_no_import_cycles():
     graph = {m: internal(deps) - {m} for m, deps in MODULES.items()}
     # A package's __init__ is imported by every submodule import: not an edge worth following.
-    graph = {m: {d for d in deps if d not in ("modeldrain.hook", "modeldrain.sidecar")} for m, deps in graph.items()}
+    packages = {"modeldrain.hook", "modeldrain.sidecar", *(f"modeldrain.{t}" for t in TOOLS)}
+    graph = {m: {d for d in deps if d not in packages} for m, deps in graph.items()}
     state: dict[str, str] = {}
     path: list[str] = []
 
@@ -159,3 +171,9 @@ def test_the_checker_sees_lazy_and_relative_imports():
     sample = REPO / "modeldrain" / "hook" / "cli.py"
     assert "modeldrain.hook.drain" in imports_of(sample)  # imported inside a function
     assert "modeldrain.hook.exitcodes" in imports_of(sample)
+
+
+def test_the_static_hook_leaves_the_tools_out():
+    """What the hook imports from a tool is lazy and optional; the bundle spec excludes every tool."""
+    spec = (REPO / "build" / "prestop.spec").read_text()
+    assert all(f'"modeldrain.{tool}",' in spec for tool in TOOLS)

@@ -14,7 +14,7 @@ from tests.conftest import REPO
 
 def public_definitions() -> dict[str, list[str]]:
     defined: dict[str, list[str]] = {}
-    for path in sorted([*(REPO / "modeldrain" / "hook").glob("*.py"), *(REPO / "modeldrain" / "sidecar").glob("*.py")]):
+    for path in sorted((REPO / "modeldrain").rglob("*.py")):
         for node in ast.parse(path.read_text(), str(path)).body:
             if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and not node.name.startswith("_"):
                 defined.setdefault(node.name, []).append(str(path.relative_to(REPO)))
@@ -41,4 +41,5 @@ def test_no_public_name_is_defined_twice():
 
 
 def test_only_the_programs_entry_points_share_a_name():
-    assert console_script_targets() == {("modeldrain/hook/cli.py", "main"), ("modeldrain/sidecar/main.py", "main")}
+    assert console_script_targets() == {("modeldrain/hook/cli.py", "main"), ("modeldrain/sidecar/main.py", "main"),
+                                        ("modeldrain/tools.py", "main")}

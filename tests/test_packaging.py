@@ -30,7 +30,7 @@ from tests.process_table import empty_process_table
 
 SOURCES = ("pyproject.toml", "README.md", "LICENSE", "modeldrain", "emulation", "tests", "bench")
 # The product's two packages: nothing at the top of site-packages but modeldrain.
-PRODUCT = {"hook", "sidecar"}
+PRODUCT = {"hook", "sidecar", "lint", "retirement"}
 
 
 @pytest.fixture(scope="session")
@@ -55,7 +55,7 @@ def test_the_wheel_holds_the_product_not_the_test_bed(wheel):
         names = archive.namelist()
     dist_info = f"modeldrain-{__version__}.dist-info"
     assert {name.split("/")[0] for name in names} == {"modeldrain", dist_info}
-    assert {name.split("/")[1] for name in names if name.startswith("modeldrain/")} == PRODUCT | {"__init__.py"}
+    assert {name.split("/")[1] for name in names if name.startswith("modeldrain/")} == PRODUCT | {"__init__.py", "__main__.py", "tools.py"}
     assert "modeldrain/sidecar/openapi.json" in names  # read at run time with importlib.resources
     for package in PRODUCT:
         shipped = {n.split("/", 2)[2] for n in names if n.startswith(f"modeldrain/{package}/")}

@@ -1,5 +1,5 @@
 """drain-sidecar under load: /v1/work latency and throughput, engine reads per second, RSS; and what one
-retirement (the controller's protocol, modeldrain/sidecar/retirement.py) costs the engine.
+retirement (the controller's protocol, modeldrain/retirement/client.py) costs the engine.
 
     .venv/bin/python bench/costs/sidecar_load.py [--seconds 5] [--clients 1,64] [--retirements 5] [--json out.json]
 
@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import aiohttp  # noqa: E402
 
 from emulation.engine_process import EngineProcess  # noqa: E402
-from modeldrain.sidecar import retirement  # noqa: E402
+from modeldrain.retirement import client as retirement  # noqa: E402
 from tests.sidecar.sidecar_process import SidecarProcess, kill_now  # noqa: E402
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from bench import report
 from emulation.engine_process import EngineProcess, free_port
-from modeldrain.sidecar import retirement
+from modeldrain.retirement import client as retirement
 from modeldrain.sidecar.connections import count_connections
 from tests.e2e.link_local import LinkLocalPair
 from tests.sidecar.sidecar_process import SidecarProcess, kill_now

@@ -1,7 +1,7 @@
 """The well-behaved clients of the sidecar, timed: what the controller and kubelet's probes get.
 
 Each request is one GET on a fresh connection (kubelet's probes never reuse one; the reference
-controller, modeldrain/sidecar/retirement.py, opens one per read), bounded by the client's own timeout. An
+controller, modeldrain/retirement/client.py, opens one per read), bounded by the client's own timeout. An
 answer counts as a success only when it is a 200 within that timeout; anything else is a failure
 of a named kind (a status, a timeout, a refused or reset connection), so a flood that locks the
 clients out shows as failures, never as missing samples.

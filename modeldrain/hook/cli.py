@@ -220,8 +220,14 @@ def install_command(argv: list[str]) -> int:
 
 
 def lint_command(argv: list[str]) -> int:
-    from modeldrain.hook.lint_cli import run_lint
-
+    """`prestop lint` is `modeldrain lint`, kept under its old name where the package is installed.
+    The static executable leaves the authoring tools out: nothing on the drain path needs them."""
+    try:
+        from modeldrain.lint.cli import run_lint
+    except ImportError:
+        print("prestop lint: not in the static executable; run `modeldrain lint` from "
+              "`pip install 'modeldrain[lint]'`", file=sys.stderr)
+        return ExitCode.USAGE
     return run_lint(argv)
 
 

@@ -18,7 +18,7 @@ def work_answer_bound_s(read_timeout_s: float) -> float:
     """The longest GET /v1/work waits: the read in flight, then its own (each bounded by the read
     timeout), the spacing between reads, and the hand-off slack; past it the answer is a 504, never
     a stale read. 5.1 s at the default 2 s read timeout; docs/controller.md quotes it, and the
-    reference client's request timeout (modeldrain/sidecar/retirement.py) must exceed it."""
+    reference client's request timeout (modeldrain/retirement/client.py) must exceed it."""
     return 2 * read_timeout_s + MIN_READ_INTERVAL_S + WORK_WAIT_SLACK_S
 
 # What the replica was created from (e.g. the LeaderWorkerSet template-revision-hash label): the

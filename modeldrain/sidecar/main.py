@@ -34,7 +34,7 @@ def missing_server_module() -> str | None:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == [RETIREMENT]:
-        from modeldrain.sidecar import retirement_cli
+        from modeldrain.retirement import cli as retirement_cli
 
         return retirement_cli.run_retirement(args[1:])
     missing = missing_server_module()

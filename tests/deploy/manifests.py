@@ -1,7 +1,7 @@
 """deploy/ as the tests read it: every document, and every Pod its objects make.
 
-The Pods are read by the product's own reader (modeldrain/hook/pod_templates.py, `prestop lint`'s), and
-held to the product's rules (modeldrain/hook/manifest_rules.py): a user's manifests are checked as ours are.
+The Pods are read by the product's own reader (modeldrain/lint/pod_templates.py, `prestop lint`'s), and
+held to the product's rules (modeldrain/lint/manifest_rules.py): a user's manifests are checked as ours are.
 
 The static checks (tests/deploy/test_manifests.py) and the container runtime
 (tests/containers/) both read the manifests through here, so the Pods the runtime starts
@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from modeldrain.hook.pod_templates import DEFAULT_NAMESPACE, PodTemplate, templates_of
+from modeldrain.lint.pod_templates import DEFAULT_NAMESPACE, PodTemplate, templates_of
 from tests.conftest import REPO
 
 DEPLOY = REPO / "deploy"

@@ -12,7 +12,7 @@ import pytest
 from kubernetes_validate import utils as k8s_schema
 
 from modeldrain.hook import __version__
-from modeldrain.hook.manifest_rules import lint
+from modeldrain.lint.manifest_rules import lint
 from tests.deploy.manifests import (
     PRESTOP_IMAGE_REPO,
     SIDECAR_IMAGE_REPO,
@@ -103,7 +103,7 @@ def test_no_service_account_token_in_the_pod(item: PodTemplate):
 @by_id(TEMPLATES)
 def test_hook_grace_annotations_tmpdir_and_token_agree(item: PodTemplate):
     """The product's own rules, the ones `prestop lint` runs on a user's manifests
-    (modeldrain/hook/manifest_rules.py): the hook with its postStart start guard, --grace (or ?grace=) equal to
+    (modeldrain/lint/manifest_rules.py): the hook with its postStart start guard, --grace (or ?grace=) equal to
     terminationGracePeriodSeconds, the annotations mounted where the hook reads them, TMPDIR inside
     the installed volume, the token where the worker and the sidecar read it."""
     assert [str(finding) for finding in lint(item)] == []

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from emulation.engine_process import EngineProcess, free_port
-from modeldrain.sidecar import retirement
+from modeldrain.retirement import client as retirement
 from tests.environment import require_executable, require_root
 from tests.sidecar.contract import assert_work
 from tests.sidecar.sidecar_process import SidecarProcess, kill_now

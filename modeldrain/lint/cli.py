@@ -2,7 +2,7 @@
 
 Reads every Pod template of each file (a Pod, Deployment, StatefulSet, DaemonSet, ReplicaSet, Job,
 LeaderWorkerSet, or a `kubectl get -o json` List of them) and prints one line per finding, naming
-the file, the object, the container and the field (modeldrain/hook/manifest_rules.py holds the rules).
+the file, the object, the container and the field (modeldrain/lint/manifest_rules.py holds the rules).
 
 JSON needs nothing beyond the standard library. YAML (multi-document included) needs PyYAML, which
 the static executable does not carry (docs/prestop.md, "prestop lint", says why and what it
@@ -18,8 +18,8 @@ from typing import Any
 
 from modeldrain.hook.exitcodes import ExitCode
 from modeldrain.hook.flags import Parser
-from modeldrain.hook.manifest_rules import Finding, lint
-from modeldrain.hook.pod_templates import NotAManifest, PodTemplate, templates_of
+from modeldrain.lint.manifest_rules import Finding, lint
+from modeldrain.lint.pod_templates import NotAManifest, PodTemplate, templates_of
 
 EPILOG = """\
 exit codes: 0 every Pod template agrees (hook, grace, annotations, TMPDIR, token);
@@ -38,8 +38,8 @@ class UnreadableFile(Exception):
     """A file that cannot be read or parsed: a usage error naming the file."""
 
 
-def lint_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="prestop lint", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+def lint_parser(prog: str = "prestop lint") -> argparse.ArgumentParser:
+    parser = Parser(prog=prog, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
                     description="Check that each Pod template's hook, grace, annotations, TMPDIR and token agree.")
     parser.add_argument("files", nargs="+", metavar="FILE", help="manifests: JSON, or YAML (one or more documents)")
     return parser
@@ -84,8 +84,8 @@ def templates_in(path: str) -> list[PodTemplate]:
     return out
 
 
-def run_lint(argv: list[str]) -> int:
-    parser = lint_parser()
+def run_lint(argv: list[str], prog: str = "prestop lint") -> int:
+    parser = lint_parser(prog)
     args = parser.parse_args(argv)
     findings: list[Finding] = []
     templates = 0

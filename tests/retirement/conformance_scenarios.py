@@ -3,10 +3,10 @@
 The answers are rendered by the sidecar's own code (sidecar.work_answer.work_answer, the idle-run
 tracker), so every body is a real modeldrain.sidecar/v2 answer; the expected verdict and reason of
 each round are written here by hand, from the spec. `--write` renders conformance/retirement/*.json,
-which the tests replay through modeldrain/sidecar/retirement.py and which another implementation (the
+which the tests replay through modeldrain/retirement/client.py and which another implementation (the
 operator's controller) replays unchanged (format: conformance/retirement/README.md).
 
-    .venv/bin/python -m tests.sidecar.conformance_scenarios --write
+    .venv/bin/python -m tests.retirement.conformance_scenarios --write
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from typing import Any, Iterator
 
 from modeldrain.hook.annotations import DEFAULT_ANNOTATIONS_FILE, PORT_ANNOTATION
 from modeldrain.hook.constants import DEFAULT_GRACE_S, SIDECAR_PORT
-from modeldrain.hook.pod_templates import PodTemplate
+from modeldrain.lint.pod_templates import PodTemplate
 
 # The static executables unpack here when TMPDIR is unset.
 DEFAULT_TMPDIR = "/tmp"

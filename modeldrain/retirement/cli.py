@@ -1,6 +1,6 @@
 """`drain-sidecar retirement URL [URL...]`: the retirement protocol's verdict for one replica, for people.
 
-Wiring only: the protocol is modeldrain/sidecar/retirement.py (standard library only). It reads every member
+Wiring only: the protocol is modeldrain/retirement/client.py (standard library only). It reads every member
 once a round until the verdict is final and prints it as one JSON line: exit 0 when the replica may
 be deleted, 1 when it is held (refused, or held past --budget), 2 on a usage error. Imports nothing
 of the server, so it runs where aiohttp and uvloop are not installed.
@@ -15,7 +15,7 @@ import time
 
 from modeldrain.hook.exitcodes import ExitCode
 from modeldrain.hook.flags import Parser, seconds_arg
-from modeldrain.sidecar import retirement
+from modeldrain.retirement import client as retirement
 
 # People run this by hand: long enough to see a busy replica go idle, short enough to wait for.
 DEFAULT_BUDGET_S = 60.0
@@ -35,8 +35,8 @@ exit codes: 0 the replica may be deleted; 1 held (refused, or still held when --
 """
 
 
-def retirement_parser() -> Parser:
-    parser = Parser(prog="drain-sidecar retirement",
+def retirement_parser(prog: str = "drain-sidecar retirement") -> Parser:
+    parser = Parser(prog=prog,
                     description="Run the retirement protocol's read for one replica and print its verdict.",
                     epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("urls", nargs="+", metavar="URL", help="each member's drain-sidecar, http://POD_IP:8490")
@@ -83,8 +83,8 @@ def parse_members(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
     return [retirement.MemberEndpoint(url, pods[i] if pods else None) for i, url in enumerate(urls)]
 
 
-def run_retirement(argv: list[str]) -> int:
-    parser = retirement_parser()
+def run_retirement(argv: list[str], prog: str = "drain-sidecar retirement") -> int:
+    parser = retirement_parser(prog)
     args = parser.parse_args(argv)
     members = parse_members(parser, args)
     started_at = time.monotonic()

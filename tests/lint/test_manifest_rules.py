@@ -13,8 +13,8 @@ from typing import Any, Callable
 import pytest
 import yaml
 
-from modeldrain.hook.manifest_rules import Finding, flag_value, image_name, lint
-from modeldrain.hook.pod_templates import NotAManifest, templates_of
+from modeldrain.lint.manifest_rules import Finding, flag_value, image_name, lint
+from modeldrain.lint.pod_templates import NotAManifest, templates_of
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 

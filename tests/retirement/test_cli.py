@@ -13,9 +13,8 @@ import pytest
 from emulation.engine_process import EngineProcess
 from emulation.launch import LaunchShape, launch_command
 from modeldrain.hook.exitcodes import ExitCode
-
-from .secret_volume import k8s_secret
-from .sidecar_process import SidecarProcess, kill_now
+from tests.sidecar.secret_volume import k8s_secret
+from tests.sidecar.sidecar_process import SidecarProcess, kill_now
 
 # Run as a console script would, with aiohttp and uvloop made unimportable: the command must not need them.
 WITHOUT_THE_SERVER = ("import sys; sys.modules['aiohttp'] = None; sys.modules['uvloop'] = None; "

@@ -1,14 +1,14 @@
-"""The conformance table (conformance/retirement/): rendered from tests/sidecar/conformance_scenarios.py,
+"""The conformance table (conformance/retirement/): rendered from tests/retirement/conformance_scenarios.py,
 made of answers that pass the contract strictly, covering every reason, and passed by the reference client."""
 
 import json
 
 import pytest
 
-from modeldrain.sidecar import retirement
+from modeldrain.retirement import client as retirement
+from tests.sidecar.contract import assert_work
 
 from .conformance_scenarios import FORMAT, TABLE_DIR, rendered
-from .contract import assert_work
 
 FILES = sorted(TABLE_DIR.glob("*.json"))
 
@@ -31,7 +31,7 @@ def replay(document) -> list[retirement.Decision]:
 
 
 def test_the_files_are_what_the_scenarios_render():
-    # Regenerate with: .venv/bin/python -m tests.sidecar.conformance_scenarios --write
+    # Regenerate with: .venv/bin/python -m tests.retirement.conformance_scenarios --write
     assert {p.name: p.read_text() for p in FILES} == rendered()
 
 

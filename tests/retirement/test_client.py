@@ -10,12 +10,12 @@ import pytest
 
 from emulation.engine_process import EngineProcess
 from emulation.raw_server import RawServer, canned
-from modeldrain.sidecar import retirement
-from modeldrain.sidecar.retirement import Answer, ExpectedPod, MemberEndpoint, Reason, Retirement, RetirementVerdict
+from modeldrain.retirement import client as retirement
+from modeldrain.retirement.client import Answer, ExpectedPod, MemberEndpoint, Reason, Retirement, RetirementVerdict
+from tests.sidecar.contract import assert_work
+from tests.sidecar.sidecar_process import SidecarProcess, kill_now
 
 from .conformance_scenarios import Sidecar
-from .contract import assert_work
-from .sidecar_process import SidecarProcess, kill_now
 
 POD = ExpectedPod("team-a", "llm-0", "uid-llm-0")
 

@@ -1,0 +1,5 @@
+import sys
+
+from modeldrain.tools import main
+
+sys.exit(main())
