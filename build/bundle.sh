@@ -124,8 +124,8 @@ ensure_system_packages() {
     [ "$(id -u)" = 0 ] || cannot_build "missing Debian packages: ${missing[*]} (install them, or run as root)"
     [ "$CHECK_ONLY" = 1 ] && return  # root installs them when it builds
     log "installing ${missing[*]}"
-    apt-get update -q >&2
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
+    apt-get -o DPkg::Lock::Timeout=600 update -q >&2
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends "${missing[@]}" >&2
 }
 ensure_toolchain() {
     # The venv is keyed on the requirements and the interpreter: change either, rebuild it.

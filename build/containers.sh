@@ -52,8 +52,8 @@ containers_install() {
     [ ${#missing[@]} -eq 0 ] && return 0
     [ "$(id -u)" = 0 ] || containers_cannot_run "needs Debian packages ${missing[*]} (install them, or run as root)"
     printf 'containers: installing %s\n' "${missing[*]}" >&2
-    apt-get update -q >&2
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
+    apt-get -o DPkg::Lock::Timeout=600 update -q >&2
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends "${missing[@]}" >&2
 }
 
 containers_require_root() {

@@ -74,7 +74,10 @@ async def serve(upstream_port: int, listen_port: int, ready_file: Path | None, *
     server = await asyncio.start_server(proxy.handle, host or None, listen_port)
     port = server.sockets[0].getsockname()[1]
     if ready_file is not None:
-        ready_file.write_text(f"{port}\n")
+        # Written whole, then renamed: the starter polls for the name and must never read it half-written.
+        partial = ready_file.with_name(ready_file.name + ".partial")
+        partial.write_text(f"{port}\n")
+        partial.replace(ready_file)
     stopped = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stopped.set)
