@@ -6,17 +6,23 @@ BIN    := $(VENV)/bin
 .PHONY: venv demo test test-arm64 typecheck lint fuzz bundle images bench clean clean-arm64 FORCE \
 	engines engines-pd test-engines engines-smoke bench-engines
 
-$(BIN)/.installed: pyproject.toml
+# Two stamps: the demo needs the product and its sidecar extra (aiohttp, uvloop: the emulated engine
+# serves with aiohttp) and nothing else; the suite adds the test toolchain on top.
+$(BIN)/.installed-demo: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test]'
-	@# The wheel holds the product (hook, sidecar); the test bed is imported from this checkout.
+	$(BIN)/python -m pip install -q -e '.[sidecar]'
+	@# The wheel holds the product (modeldrain/); the test bed is imported from this checkout.
 	$(BIN)/python -c 'import pathlib, sysconfig; pathlib.Path(sysconfig.get_paths()["purelib"], "modeldrain-checkout.pth").write_text("$(CURDIR)\n")'
+	touch $@
+
+$(BIN)/.installed: $(BIN)/.installed-demo
+	$(BIN)/python -m pip install -q -e '.[test]'
 	touch $@
 
 venv: $(BIN)/.installed
 
-demo: venv
+demo: $(BIN)/.installed-demo
 	$(BIN)/python -m emulation.demo
 
 # Four workers on two cores: the suite mostly waits on real clocks (route waits, deadlines), ~47%
