@@ -38,7 +38,10 @@ from bench.drains import configurations as drain_configurations  # noqa: E402
 from bench.drains import quality as drain_quality  # noqa: E402
 from bench.fleet import part as fleet_part  # noqa: E402
 from bench.fleet import report as fleet_report  # noqa: E402
-from bench.fleet.measured import MissingMeasurement  # noqa: E402
+from bench.fleet.measured import (
+    Measured,  # noqa: E402
+    MissingMeasurement,  # noqa: E402
+)
 from bench.fleet.measured import from_results as fleet_measured  # noqa: E402
 from bench.machine import CpuMeter, describe  # noqa: E402
 from bench.reliability import part as reliability  # noqa: E402
@@ -148,10 +151,23 @@ def run_drain(prestop: Path, shown_as: str, graces_s: tuple[float, ...], repeats
     }
 
 
+def matrix_pools(results: dict, quick: bool) -> Measured:
+    """The drain matrix's pools the fleet sets beside its own. A --quick run's few deletions do not
+    make every pool (vLLM's --shutdown-timeout teardown, say): it then takes them from the record,
+    bench/results.json, and says so, where a full run stops on the missing measurement."""
+    try:
+        return fleet_measured(results)
+    except MissingMeasurement as exc:
+        if not quick or not report.DEFAULT_JSON.exists():
+            raise
+        _log(f"fleet: --quick: {exc}; the matrix's pools come from the record, {_shown(report.DEFAULT_JSON)}")
+        return fleet_measured(json.loads(report.DEFAULT_JSON.read_text()))
+
+
 def run_fleet(results: dict, prestop: Path, quick: bool, report_path: Path) -> dict:
     """The fleet simulation from its own deletions' pools (set beside the drain matrix's), its real roll,
     its plot beside the report that links it (a --quick run's never over the record's)."""
-    result = fleet_part.measure(results, fleet_measured(results), prestop, quick, progress=_log)
+    result = fleet_part.measure(results, matrix_pools(results, quick), prestop, quick, progress=_log)
     plot = fleet_report.plot(result, report_path.parent / fleet_report.PLOT_LINK)
     _log(f"fleet: plot written to {plot}")
     return result
@@ -214,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         results = json.loads(args.json.read_text())  # keep the parts not rerun now, and the first run's meta
     if "fleet" in parts and not {"drain", "configurations"} <= set(parts):
         try:  # the fleet draws from those parts' figures: say so now, not after the other parts ran
-            fleet_measured(results)
+            matrix_pools(results, args.quick)
         except MissingMeasurement as exc:
             print(f"python -m bench.run: error: --parts fleet: {exc}", file=sys.stderr)
             return 2

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
+
+import pytest
 
 from bench import report, run
 
@@ -25,3 +28,14 @@ def test_where_a_quick_run_writes_is_untracked_and_an_explicit_out_wins(tmp_path
     chosen = run.parse_args(["--quick", "--out", str(tmp_path / "r.md"), "--json", str(tmp_path / "r.json")])
     assert (chosen.out, chosen.json) == (tmp_path / "r.md", tmp_path / "r.json")
     assert run.parse_args(["--quick", "--parts", "scrape , drain"]).parts == ["scrape", "drain"]
+
+
+def test_a_quick_run_without_every_pool_draws_the_matrix_pools_from_the_record():
+    """A --quick run's configurations part does not make vLLM's --shutdown-timeout teardown cells: its
+    fleet part took them from nowhere and ended in a traceback (MissingMeasurement) after 7 min."""
+    from bench.fleet.measured import MissingMeasurement, from_results
+
+    quick_results = {"drain": {"cells": []}, "configurations": {"cells": []}}
+    assert run.matrix_pools(quick_results, quick=True) == from_results(json.loads(report.DEFAULT_JSON.read_text()))
+    with pytest.raises(MissingMeasurement):
+        run.matrix_pools(quick_results, quick=False)
