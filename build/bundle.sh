@@ -124,8 +124,14 @@ ensure_system_packages() {
     [ "$(id -u)" = 0 ] || cannot_build "missing Debian packages: ${missing[*]} (install them, or run as root)"
     [ "$CHECK_ONLY" = 1 ] && return  # root installs them when it builds
     log "installing ${missing[*]}"
-    apt-get -o DPkg::Lock::Timeout=600 update -q >&2
-    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends "${missing[@]}" >&2
+    # One installer at a time (the suite's workers set up in parallel): a lock of our own, and
+    # apt's own locks waited on (DPkg::Lock::Timeout; the package lists' lock by retrying).
+    (
+        flock 8
+        for _ in $(seq 60); do apt-get -o DPkg::Lock::Timeout=600 update -q >&2 && break; sleep 5; done
+        DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends \
+            "${missing[@]}" >&2
+    ) 8>/var/lock/modeldrain-apt.lock
 }
 ensure_toolchain() {
     # The venv is keyed on the requirements and the interpreter: change either, rebuild it.

@@ -52,8 +52,14 @@ containers_install() {
     [ ${#missing[@]} -eq 0 ] && return 0
     [ "$(id -u)" = 0 ] || containers_cannot_run "needs Debian packages ${missing[*]} (install them, or run as root)"
     printf 'containers: installing %s\n' "${missing[*]}" >&2
-    apt-get -o DPkg::Lock::Timeout=600 update -q >&2
-    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends "${missing[@]}" >&2
+    # One installer at a time (the suite's workers set up in parallel): a lock of our own, and
+    # apt's own locks waited on (DPkg::Lock::Timeout; the package lists' lock by retrying).
+    (
+        flock 8
+        for _ in $(seq 60); do apt-get -o DPkg::Lock::Timeout=600 update -q >&2 && break; sleep 5; done
+        DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends \
+            "${missing[@]}" >&2
+    ) 8>/var/lock/modeldrain-apt.lock
 }
 
 containers_require_root() {

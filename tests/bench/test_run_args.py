@@ -35,7 +35,8 @@ def test_a_quick_run_without_every_pool_draws_the_matrix_pools_from_the_record()
     fleet part took them from nowhere and ended in a traceback (MissingMeasurement) after 7 min."""
     from bench.fleet.measured import MissingMeasurement, from_results
 
-    quick_results = {"drain": {"cells": []}, "configurations": {"cells": []}}
+    quick_results = {"drain": {"cells": [], "settings": {"route_lag_range_s": [0.5, 1.5]}},
+                     "configurations": {"cells": []}}
     assert run.matrix_pools(quick_results, quick=True) == from_results(json.loads(report.DEFAULT_JSON.read_text()))
     with pytest.raises(MissingMeasurement):
         run.matrix_pools(quick_results, quick=False)
