@@ -376,3 +376,12 @@ def test_an_answer_from_an_older_sidecar_without_the_added_fields_reads():
     assert "connections" not in old["body"]
     protocol.observe(0.0, {URL: Answer(**old)})
     assert protocol.observe(1.1, {URL: Answer(**s.answer_as_first_released(1.1))}).verdict is RetirementVerdict.DELETE
+
+
+def test_the_controller_doc_lists_every_reason_and_the_verdicts_max_age():
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "controller.md").read_text()
+    table = doc[doc.index("## Verdicts and reasons"):doc.index("## Decisions this contract makes")]
+    assert [r.value for r in Reason if f"`{r.value}`" not in table] == []
+    assert f"`MAX_VERDICT_AGE_S` ({retirement.MAX_VERDICT_AGE_S:g} s)" in doc
