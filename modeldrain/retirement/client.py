@@ -9,14 +9,18 @@ drain-sidecar's GET /v1/work answers (schema modeldrain.sidecar/v2, READABLE_SCH
     protocol = Retirement([MemberEndpoint("http://10.0.0.7:8490", ExpectedPod("team-a", "llm-0", uid))], budget_s=120)
     started_at = time.monotonic()
     while True:
+        round_at_s = time.monotonic() - started_at
+        pods = {...}  # url -> PodRead(resourceVersion, terminationGracePeriodSeconds), read before the requests
         answers = {m.url: read_member(m.url, token) for m in protocol.members}
-        decision = protocol.observe(time.monotonic() - started_at, answers)
+        decision = protocol.observe(round_at_s, answers)
+        if decision.verdict is RetirementVerdict.DELETE:  # send it now, or read on (verdict_expired)
+            decision = protocol.deletes(time.monotonic() - started_at, pods)
+            if decision.verdict is RetirementVerdict.DELETE:
+                for d in decision.deletes:
+                    ...  # DELETE d.path() with body d.options(); a 409: the verdict is void, start again
         if decision.verdict.final:
-            break  # REFUSE or ABORT: keep the Pods, report the reason
+            break  # DELETE sent; REFUSE or ABORT: keep the Pods, report the reason
         time.sleep(ROUND_INTERVAL_S)
-    # DELETE: read each member Pod's resourceVersion for that round, then, within MAX_VERDICT_AGE_S:
-    sent = protocol.deletes(time.monotonic() - started_at, {url: PodRead(rv, grace_s) ...})
-    # DELETE: send each sent.deletes[i].options() to its path(); a HOLD (too old): read again
 
 `Retirement.observe` does no I/O and reads no clock: rounds of answers go in, a decision comes out,
 so conformance/retirement/ replays recorded rounds through it (and through any other
