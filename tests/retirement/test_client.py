@@ -159,9 +159,10 @@ def _pod_env(name: str, **extra: str) -> dict[str, str]:
 
 
 def _rounds(protocol: Retirement, members, rounds: int, interval_s: float = retirement.ROUND_INTERVAL_S,
-            between=None):
-    """Run the protocol for up to `rounds` rounds; each answer is also checked against the contract."""
-    started_at = time.monotonic()
+            between=None, started_at: float | None = None):
+    """Run the protocol for up to `rounds` rounds; each answer is also checked against the contract.
+    `started_at`: the monotonic time of the operation's first round, when this call continues one."""
+    started_at = time.monotonic() if started_at is None else started_at
     seen = []
     for i in range(rounds):
         round_at = time.monotonic()
@@ -236,6 +237,20 @@ def test_an_engine_restarted_between_the_reads_holds_then_counts_again(tmp_path)
         kill_now(engine)
     assert seen == [("hold", "one_idle_read"), ("hold", "engine_restarted"), ("hold", "one_idle_read"),
                     ("delete", "idle_twice")]
+
+
+def test_a_replacement_pod_of_the_same_name_never_completes_the_old_pods_verdict(idle_vllm, tmp_path):
+    # A StatefulSet's llm-0 is replaced mid-retirement: the new Pod has the name and answers at the same
+    # address (a stable DNS name, here one port), idle, with another UID. Its reads never count.
+    args = ("--port", str(idle_vllm.port), "--engine", "vllm", "--read-timeout", "0.5", "--proc-root", str(tmp_path))
+    with SidecarProcess(*args, env=_pod_env("llm-0")) as old:
+        member = MemberEndpoint(old.base_url, POD)
+        protocol = Retirement([member], 30.0)
+        started_at = time.monotonic()
+        assert _rounds(protocol, [member], 1, started_at=started_at) == [("hold", "one_idle_read")]
+        port = old.port
+    with SidecarProcess(*args, "--listen", f"127.0.0.1:{port}", env={**_pod_env("llm-0"), "POD_UID": "uid-new"}):
+        assert _rounds(protocol, [member], 3, started_at=started_at) == [("hold", "wrong_pod")] * 3
 
 
 def test_the_clients_constants_agree_with_the_sidecar_and_the_hook():
