@@ -60,10 +60,14 @@ MAX_BODY_BYTES = 4 * 1024 * 1024
 # leader's sidecar there.
 SIDECAR_PORT = 8490
 
-# The schema of drain-sidecar's answers (modeldrain/sidecar/constants.py explains its versions). A worker's
-# hook trusts a leader's answer only in exactly this schema: a field layout it was not written
-# for is not read as if it were.
+# The schema drain-sidecar writes (modeldrain/sidecar/work_answer.py lists its versions).
 SIDECAR_SCHEMA = "modeldrain.sidecar/v2"
+# The window of schemas a reader of this release trusts (docs/controller.md, "Version skew"): the
+# hook and the sidecar ship as two images a fleet upgrades at different times. Within a schema a
+# release only adds fields, which a reader ignores; a change a reader could misread is a new schema,
+# added here one release before any sidecar writes it. A schema outside the window (a newer
+# sidecar's) is never read as idle: a field layout a reader was not written for is no answer.
+SIDECAR_SCHEMAS_READ = (SIDECAR_SCHEMA,)
 
 # A bearer token file (the sidecar's --token-file, a worker hook's --leader-token-file) holds one
 # token; anything bigger is not a token.

@@ -8,10 +8,11 @@ reads, complete envelopes, the same sidecar and engine process), when the leader
 sidecar refuses, its name no longer resolves, or its own engine is gone), or at the worker's
 deadline. Every answer becomes a `Read`, so the drain's rules are the same ones.
 
-An answer counts only in the one schema this hook knows (SIDECAR_SCHEMA) and when its fields
-agree with each other as the sidecar writes them (hook.outcome.read_fields): anything else is
-a leader that cannot say, never idle and never gone. A read made from such an answer is marked
-`leader_answered`: only a leader that answered once can be "gone" later (hook.decision).
+An answer counts only in a schema this hook reads (SIDECAR_SCHEMAS_READ; fields it does not use,
+such as those a newer sidecar adds within the schema, are ignored) and when its fields agree with
+each other as the sidecar writes them (hook.outcome.read_fields): anything else, a newer schema
+included, is a leader that cannot say, never idle and never gone. A read made from such an answer
+is marked `leader_answered`: only a leader that answered once can be "gone" later (hook.decision).
 """
 
 from __future__ import annotations
@@ -23,7 +24,13 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
-from modeldrain.hook.constants import LWS_LEADER_ADDRESS_ENV, LWS_WORKER_INDEX_ENV, SIDECAR_PORT, SIDECAR_SCHEMA
+from modeldrain.hook.constants import (
+    LWS_LEADER_ADDRESS_ENV,
+    LWS_WORKER_INDEX_ENV,
+    SIDECAR_PORT,
+    SIDECAR_SCHEMA,
+    SIDECAR_SCHEMAS_READ,
+)
 from modeldrain.hook.fetch import FetchError, fetch
 from modeldrain.hook.flags import parse_port, parse_whole_number
 from modeldrain.hook.outcome import Read, ReadOutcome
@@ -34,6 +41,8 @@ WORK_PATH = "/v1/work"
 # One /v1/work answer is ~1 KB; a leader that sends megabytes is not a drain-sidecar.
 MAX_ANSWER_BYTES = 256 * 1024
 
+_SCHEMA_NUMBER = re.compile(r"^modeldrain\.sidecar/v([0-9]{1,6})$")
+_NEWEST_READ = max(int(schema.rsplit("/v", 1)[1]) for schema in SIDECAR_SCHEMAS_READ)
 _URL = re.compile(r"^http://(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(?::(?P<port>[0-9]{1,5}))?(?P<path>/[!-~]*)?$")
 
 
@@ -178,8 +187,8 @@ class _Answer:
         data = json.loads(body)
         if not isinstance(data, dict):
             raise ValueError("not a JSON object")
-        if data.get("schema") != SIDECAR_SCHEMA:
-            raise ValueError(f"schema {str(data.get('schema'))[:80]!r}, not {SIDECAR_SCHEMA}")
+        if data.get("schema") not in SIDECAR_SCHEMAS_READ:
+            raise ValueError(_unknown_schema(data.get("schema")))
         read: Any = data["read"]
         in_flight = read["in_flight"]
         if in_flight is not None and (isinstance(in_flight, bool) or not isinstance(in_flight, (int, float))):
@@ -217,6 +226,15 @@ class _Answer:
         if self.seq < 0 or self.incarnation < 0:
             return f"seq {self.seq} or incarnation {self.incarnation} below zero"
         return ""
+
+
+def _unknown_schema(schema: Any) -> str:
+    """Why an answer's schema is none this hook reads, and which image to upgrade when it is newer."""
+    said, window = repr(str(schema))[:80], ", ".join(SIDECAR_SCHEMAS_READ)
+    number = _SCHEMA_NUMBER.match(schema) if isinstance(schema, str) else None
+    if number and int(number[1]) > _NEWEST_READ:
+        return f"schema {said} is newer than this hook reads ({window}): upgrade the engine image's hook"
+    return f"schema {said}, not {window}"
 
 
 def _typed(value: Any, kind: type) -> Any:

@@ -26,13 +26,16 @@ member of the replica. --pod names the Pod meant at each URL, in the same order,
 another Pod at a reused IP holds instead of counting.
 
 output: one JSON line, {"verdict": "delete"|"refuse"|"abort", "reason": CODE, "message": ..., ...};
+  a delete names each member Pod by the UID it answered with ("pods"): delete each with
+  Preconditions{UID, ResourceVersion} within MAX_AGE s of the verdict, and with no gracePeriodSeconds
+  shorter than its own;
   each hold is said on stderr as a JSON line when it begins (a new reason); --trace writes every
   round's decision there instead. The algorithm and every reason
   code: docs/controller.md.
 
 exit codes: 0 the replica may be deleted; 1 held (refused, or still held when --budget ran out);
   2 usage error.
-"""
+""".replace("MAX_AGE", f"{retirement.MAX_VERDICT_AGE_S:g}")
 
 
 def retirement_parser(prog: str = "drain-sidecar retirement") -> Parser:

@@ -4,15 +4,22 @@ Standard library only and self-contained (it imports nothing from this project),
 team can read it in one sitting or vendor it. It implements docs/controller.md, which states the
 ModelDeployment operator's shutdown documentation ("Reading member work", "Drain read refusals",
 "Limitations"; restated in modeldrain's docs/requirements.md, "the spec" below) as an algorithm over
-drain-sidecar's GET /v1/work answers (schema modeldrain.sidecar/v2):
+drain-sidecar's GET /v1/work answers (schema modeldrain.sidecar/v2, READABLE_SCHEMAS):
 
     protocol = Retirement([MemberEndpoint("http://10.0.0.7:8490", ExpectedPod("team-a", "llm-0", uid))], budget_s=120)
     started_at = time.monotonic()
     while True:
+        round_at_s = time.monotonic() - started_at
+        pods = {...}  # url -> PodRead(resourceVersion, terminationGracePeriodSeconds), read before the requests
         answers = {m.url: read_member(m.url, token) for m in protocol.members}
-        decision = protocol.observe(time.monotonic() - started_at, answers)
+        decision = protocol.observe(round_at_s, answers)
+        if decision.verdict is RetirementVerdict.DELETE:  # send it now, or read on (verdict_expired)
+            decision = protocol.deletes(time.monotonic() - started_at, pods)
+            if decision.verdict is RetirementVerdict.DELETE:
+                for d in decision.deletes:
+                    ...  # DELETE d.path() with body d.options(); a 409: the verdict is void, start again
         if decision.verdict.final:
-            break  # DELETE: delete every member's Pod; REFUSE or ABORT: keep them, report the reason
+            break  # DELETE sent; REFUSE or ABORT: keep the Pods, report the reason
         time.sleep(ROUND_INTERVAL_S)
 
 `Retirement.observe` does no I/O and reads no clock: rounds of answers go in, a decision comes out,
@@ -24,9 +31,10 @@ from __future__ import annotations
 
 # The surface a controller uses (and copies): everything else here is the protocol's own detail.
 __all__ = [
-    "SCHEMA", "WORK_PATH", "MIN_IDLE_GAP_S", "ROUND_INTERVAL_S", "REQUEST_TIMEOUT_S", "MAX_ANSWER_BYTES",
-    "WITHDRAWAL_BUDGET_S",
-    "RetirementVerdict", "Reason", "Decision", "ExpectedPod", "MemberEndpoint", "Answer", "Retirement",
+    "SCHEMA", "READABLE_SCHEMAS", "WORK_PATH", "MIN_IDLE_GAP_S", "ROUND_INTERVAL_S", "REQUEST_TIMEOUT_S",
+    "MAX_ANSWER_BYTES", "WITHDRAWAL_BUDGET_S", "MAX_VERDICT_AGE_S",
+    "RetirementVerdict", "Reason", "Decision", "ExpectedPod", "MemberEndpoint", "MemberPod", "Answer",
+    "PodRead", "PodDelete", "Retirement",
     "work_url", "read_member", "load_token", "retire",
 ]
 
@@ -34,12 +42,20 @@ import concurrent.futures
 import enum
 import http.client
 import json
+import re
 import time
 import urllib.parse
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
 SCHEMA = "modeldrain.sidecar/v2"
+# The window of schemas this client reads (docs/controller.md, "Version skew"). Within one schema a
+# sidecar release only adds fields, which a reader ignores; a change a reader could misread is a new
+# schema, which readers learn one release before any sidecar writes it. A schema outside the window
+# (one newer than this client) is no answer: held, never idle.
+READABLE_SCHEMAS = (SCHEMA,)
+_SCHEMA_NUMBER = re.compile(r"^modeldrain\.sidecar/v([0-9]{1,6})$")
+_NEWEST_READ = max(int(schema.rsplit("/v", 1)[1]) for schema in READABLE_SCHEMAS)
 WORK_PATH = "/v1/work"
 
 # Spec "Reading member work": two idle reads; ours must start at least 1 s apart, by the reads' own
@@ -61,6 +77,14 @@ MAX_ANSWER_BYTES = 256 * 1024
 # Spec "Retirement protocol": the withdrawal budget. Without a router, a replica whose outside
 # connections have not been seen gone within this long of the first round ends as Aborted.
 WITHDRAWAL_BUDGET_S = 30.0
+
+# How old a delete verdict may be when its deletes are sent, from the second idle read's own start.
+# The controller cannot read the sidecar's clock, so it measures from its own round's start, which
+# is earlier (every caller gets a read that started after it asked): the age it sees bounds the
+# read's from above. The verdict says the replica was idle at that read; sending the deletes is
+# milliseconds, so 2 s is that with room for a slow API server, and a verdict that misses it costs
+# one more round (its second read pairs with the next idle read), not a new count.
+MAX_VERDICT_AGE_S = 2.0
 
 _UNMEASURABLE = frozenset({"refused", "http_error", "tls_error"})
 
@@ -106,22 +130,14 @@ class Reason(enum.Enum):
     SIZE_MISMATCH = "size_mismatch"
     COMMAND_UNKNOWN = "command_unknown"
     PREFILL_DECODE = "prefill_decode"
+    UNKNOWN_SCHEMA = "unknown_schema"
+    # Sending the deletes (Retirement.deletes):
+    VERDICT_EXPIRED = "verdict_expired"
+    GRACE_TOO_SHORT = "grace_too_short"
     # Withdrawal without a router (router=False):
     CONNECTED = "connected"
     CONNECTIONS_UNKNOWN = "connections_unknown"
     ONE_FREE_READ = "one_free_read"
-
-
-@dataclass(frozen=True)
-class Decision:
-    verdict: RetirementVerdict
-    reason: Reason
-    message: str
-    speaker: str | None = None  # the URL of the member that speaks for the replica, once named
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"verdict": self.verdict.value, "reason": self.reason.value, "message": self.message,
-                "speaker": self.speaker}
 
 
 @dataclass(frozen=True)
@@ -132,6 +148,71 @@ class ExpectedPod:
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name} (uid {self.uid})"
+
+
+@dataclass(frozen=True)
+class MemberPod:
+    """A member Pod as it answered in the round a delete verdict was reached on: the UID the deletion
+    must be preconditioned on (Pod names are reused: a StatefulSet's or LeaderWorkerSet's replacement)."""
+
+    url: str
+    namespace: str
+    name: str
+    uid: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"url": self.url, "namespace": self.namespace, "name": self.name, "uid": self.uid}
+
+
+@dataclass(frozen=True)
+class PodRead:
+    """What the controller read of a member Pod from the API server when the deciding round started."""
+
+    resource_version: str  # metadata.resourceVersion
+    termination_grace_period_s: int  # spec.terminationGracePeriodSeconds (the API server defaults it to 30)
+
+
+@dataclass(frozen=True)
+class PodDelete:
+    """One member Pod's delete: DELETE path() with options() as its body."""
+
+    pod: MemberPod
+    resource_version: str
+    grace_period_s: int | None  # None: the Pod's own terminationGracePeriodSeconds applies
+
+    def path(self) -> str:
+        quote = urllib.parse.quote
+        return f"/api/v1/namespaces/{quote(self.pod.namespace, safe='')}/pods/{quote(self.pod.name, safe='')}"
+
+    def options(self) -> dict[str, Any]:
+        """metav1.DeleteOptions: the API server deletes only the Pod of this UID, unchanged since it was read."""
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions",
+                                "preconditions": {"uid": self.pod.uid, "resourceVersion": self.resource_version}}
+        if self.grace_period_s is not None:
+            body["gracePeriodSeconds"] = self.grace_period_s
+        return body
+
+
+@dataclass(frozen=True)
+class Decision:
+    verdict: RetirementVerdict
+    reason: Reason
+    message: str
+    speaker: str | None = None  # the URL of the member that speaks for the replica, once named
+    # DELETE: every member's Pod as it answered in the deciding round, and that round's at_s (the
+    # verdict's age is measured from it: MAX_VERDICT_AGE_S).
+    pods: tuple[MemberPod, ...] = ()
+    decided_at_s: float | None = None
+    deletes: tuple[PodDelete, ...] = ()  # from Retirement.deletes: what to send, one per member
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"verdict": self.verdict.value, "reason": self.reason.value, "message": self.message,
+                               "speaker": self.speaker}
+        if self.pods:
+            out["pods"] = [pod.as_dict() for pod in self.pods]
+        if self.deletes:
+            out["deletes"] = [{"path": d.path(), "body": d.options()} for d in self.deletes]
+        return out
 
 
 @dataclass(frozen=True)
@@ -209,6 +290,7 @@ class Retirement:
     _pinned: dict[str, ExpectedPod] = field(default_factory=dict)  # url -> the Pod meant there
     _last: dict[str, _View] = field(default_factory=dict)  # url -> its previous valid answer
     _first_idle: _IdleRead | None = None
+    _deciding_read: _IdleRead | None = None  # the second idle read of a DELETE verdict
     _final: Decision | None = None
     _last_at_s: float = -float("inf")
 
@@ -225,6 +307,49 @@ class Retirement:
             raise ValueError(f"rounds go forward in time: {at_s} after {self._last_at_s}")
         self._last_at_s = at_s
         decision = self._decide(answers)
+        if decision.verdict is RetirementVerdict.DELETE:
+            decision = replace(decision, decided_at_s=at_s)
+        return self._settle(at_s, decision)
+
+    def deletes(self, at_s: float, pods: Mapping[str, PodRead], grace_period_s: int | None = None) -> Decision:
+        """The deletes to send now for a DELETE verdict, or why not; `pods`: each member URL's Pod as the
+        controller read it when the deciding round started; `grace_period_s`: None (the Pods' own) or at
+        least every member Pod's terminationGracePeriodSeconds."""
+        verdict = self._final
+        if verdict is None or verdict.verdict is not RetirementVerdict.DELETE or verdict.decided_at_s is None:
+            raise ValueError("no delete verdict to send: observe rounds until one is reached")
+        if at_s < self._last_at_s:
+            raise ValueError(f"rounds go forward in time: {at_s} after {self._last_at_s}")
+        missing = [m.url for m in self.members if m.url not in pods]
+        if missing:
+            raise ValueError(f"no Pod read for {', '.join(missing)}")
+        self._last_at_s = at_s
+        if grace_period_s is not None:
+            shorter = [(pod, pods[pod.url].termination_grace_period_s) for pod in verdict.pods
+                       if grace_period_s < pods[pod.url].termination_grace_period_s]
+            if shorter:
+                pod, own_s = shorter[0]
+                # Final: no later round makes the delete asked for a safe one.
+                self._final = Decision(RetirementVerdict.REFUSE, Reason.GRACE_TOO_SHORT,
+                                       f"a delete with gracePeriodSeconds {grace_period_s} is shorter than Pod "
+                                       f"{pod.namespace}/{pod.name}'s {own_s}: kubelet would cut the drain "
+                                       "running and start every hook again on the shorter grace; send none "
+                                       "(the Pod's own applies)", verdict.speaker)
+                return self._final
+        age_s = at_s - verdict.decided_at_s
+        if age_s > MAX_VERDICT_AGE_S:
+            # The verdict's second read may still pair with the next idle read: keep it as the first.
+            self._final = None
+            self._first_idle = self._deciding_read
+            return self._settle(at_s, Decision(
+                RetirementVerdict.HOLD, Reason.VERDICT_EXPIRED,
+                f"the delete verdict is {age_s:.2f} s old, over {MAX_VERDICT_AGE_S:g} s from its second idle "
+                "read: nothing is sent, and the next idle read decides again", verdict.speaker))
+        return replace(verdict, deletes=tuple(
+            PodDelete(pod, pods[pod.url].resource_version, grace_period_s) for pod in verdict.pods))
+
+    def _settle(self, at_s: float, decision: Decision) -> Decision:
+        """A hold past the withdrawal budget or the caller's budget aborts; a final decision stays."""
         if decision.verdict is RetirementVerdict.HOLD and not self.router and self._withdrawn is None \
                 and at_s >= min(self.budget_s, WITHDRAWAL_BUDGET_S):
             decision = Decision(RetirementVerdict.ABORT, decision.reason,
@@ -243,11 +368,11 @@ class Retirement:
 
     def _decide(self, answers: Mapping[str, Answer]) -> Decision:
         views: dict[str, _View] = {}
-        unreadable: dict[str, str] = {}
+        unreadable: dict[str, _Unread] = {}
         for member in self.members:
             answer = answers.get(member.url)
-            parsed = _parse(answer) if answer is not None else "no answer in this round"
-            if isinstance(parsed, str):
+            parsed = _parse(answer) if answer is not None else _Unread(Reason.UNREADABLE, "no answer in this round")
+            if isinstance(parsed, _Unread):
                 unreadable[member.url] = parsed
             else:
                 views[member.url] = parsed
@@ -266,8 +391,8 @@ class Retirement:
         if held is not None:
             return self._hold(*held)
         if unreadable:
-            url, why = next(iter(unreadable.items()))
-            return self._hold(Reason.UNREADABLE, f"member {url} gave no answer the protocol can read: {why}")
+            url, unread = next(iter(unreadable.items()))
+            return self._hold(unread.reason, f"member {url} gave no answer the protocol can read: {unread.why}")
         named = self._speaker(views)
         if isinstance(named, tuple):
             return self._hold(*named)
@@ -284,7 +409,13 @@ class Retirement:
             held_by = self._withdrawal(named, view)
             if held_by is not None:
                 return held_by
-        return self._two_reads(named, view)
+        decision = self._two_reads(named, view)
+        if decision.verdict is RetirementVerdict.DELETE:
+            # Delete exactly the Pods that answered: the UIDs the deletes are preconditioned on.
+            decision = replace(decision, pods=tuple(
+                MemberPod(m.url, str(views[m.url].pod.namespace), str(views[m.url].pod.name), str(views[m.url].pod.uid))
+                for m in self.members))
+        return decision
 
     def _hold(self, reason: Reason, message: str, speaker: str | None = None, *,
               keep_withdrawal: bool = False) -> Decision:
@@ -416,6 +547,7 @@ class Retirement:
         if gap_s < MIN_IDLE_GAP_S:
             return Decision(RetirementVerdict.HOLD, Reason.TOO_CLOSE, f"idle reads {first.seq} and {view.seq} started "
                             f"{gap_s:.3f} s apart; they must start at least {MIN_IDLE_GAP_S:g} s apart", url)
+        self._deciding_read = this
         return Decision(RetirementVerdict.DELETE, Reason.IDLE_TWICE,
                         f"read idle twice on complete envelopes (reads {first.seq} and {view.seq}, {gap_s:.2f} s "
                         "apart)", url)
@@ -423,18 +555,28 @@ class Retirement:
 
 # --- one answer -----------------------------------------------------------------------------------
 
-def _parse(answer: Answer) -> _View | str:
-    """The protocol's fields of one answer, or why it has none."""
+@dataclass(frozen=True)
+class _Unread:
+    """Why one member's answer is no read this round."""
+
+    reason: Reason
+    why: str
+
+
+def _parse(answer: Answer) -> _View | _Unread:
+    """The protocol's fields of one answer, or why it has none. Fields it does not use are ignored,
+    whoever added them; fields added within the schema are optional (absent: an older sidecar)."""
     if answer.error is not None:
-        return answer.error
+        return _Unread(Reason.UNREADABLE, answer.error)
     body = answer.body
     if answer.status != 200:
         code = body.get("error") if isinstance(body, dict) else None
-        return f"HTTP {answer.status}" + (f" ({code})" if code else "") + _STATUS_WHY.get(answer.status or 0, "")
+        return _Unread(Reason.UNREADABLE, f"HTTP {answer.status}" + (f" ({code})" if code else "")
+                       + _STATUS_WHY.get(answer.status or 0, ""))
     if not isinstance(body, dict):
-        return "the body is not a JSON object"
-    if body.get("schema") != SCHEMA:
-        return f"schema {body.get('schema')!r}, not {SCHEMA}"
+        return _Unread(Reason.UNREADABLE, "the body is not a JSON object")
+    if body.get("schema") not in READABLE_SCHEMAS:
+        return _Unread(Reason.UNKNOWN_SCHEMA, _unknown_schema(body.get("schema")))
     try:
         pod, sidecar, member = body["pod"], body["sidecar"], body["member"]
         engine, read = body["engine"], body["read"]
@@ -460,7 +602,18 @@ def _parse(answer: Answer) -> _View | str:
             connections=_connections(body["connections"]) if "connections" in body else None,
         )
     except (KeyError, TypeError) as exc:
-        return f"not a {SCHEMA} answer: {type(exc).__name__} {exc}"
+        return _Unread(Reason.UNREADABLE, f"not a {SCHEMA} answer: {type(exc).__name__} {exc}")
+
+
+def _unknown_schema(schema: Any) -> str:
+    """Why a schema outside READABLE_SCHEMAS is no answer, and which side to upgrade."""
+    window = ", ".join(READABLE_SCHEMAS)
+    said = repr(schema)[:80]
+    number = _SCHEMA_NUMBER.match(schema) if isinstance(schema, str) else None
+    if number and int(number[1]) > _NEWEST_READ:
+        return (f"schema {said} is newer than this client reads ({window}): a field layout it was not "
+                "written for is never read as idle; upgrade the controller")
+    return f"schema {said}, not one this client reads ({window})"
 
 
 def _connections(field: Any) -> _Connections:

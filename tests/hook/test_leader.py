@@ -220,3 +220,38 @@ def test_the_sidecar_and_the_hook_share_one_token_reader():
     from modeldrain.sidecar import auth
 
     assert auth.read_token is token.read_token and auth.TokenFileError is token.TokenFileError
+
+
+# --- version skew (docs/controller.md, "Version skew"): the hook and the sidecar ship as two images ---
+
+def _sidecar_answers(n, render):
+    """`n` real /v1/work bodies of one sidecar (the sidecar's own rendering), each passed through `render`."""
+    from tests.retirement.conformance_scenarios import Sidecar
+
+    s = Sidecar("http://10.4.0.7:8490/v1/work", "llm-1-0", worker_index=0, group_size=2, configuration="rev-5",
+                counts_connections=True)
+    return [(json.dumps(render(s, 1.1 * i)["body"]).encode(), "200 OK") for i in range(n)]
+
+
+def test_an_older_hook_reads_a_newer_sidecars_answer_with_added_fields(serve):
+    leader = Leader(serve, _sidecar_answers(2, lambda s, at_s: s.answer_from_a_later_release(at_s)))
+    reads = outcomes(leader.reader(), 2)
+    assert [r.outcome for r in reads] == [ReadOutcome.IDLE, ReadOutcome.IDLE], [r.detail for r in reads]
+
+
+def test_a_newer_hook_reads_an_older_sidecars_answer_without_the_fields_added_since(serve):
+    leader = Leader(serve, _sidecar_answers(2, lambda s, at_s: s.answer_as_first_released(at_s)))
+    reads = outcomes(leader.reader(), 2)
+    assert [r.outcome for r in reads] == [ReadOutcome.IDLE, ReadOutcome.IDLE], [r.detail for r in reads]
+
+
+def test_a_newer_sidecars_unknown_schema_is_waited_on_never_idle_and_says_which_image_to_upgrade(serve):
+    leader = Leader(serve, _sidecar_answers(3, lambda s, at_s: s.answer_in_schema(at_s, "modeldrain.sidecar/v3")))
+    reads = outcomes(leader.reader(), 3)
+    assert {r.outcome for r in reads} == {ReadOutcome.UNPARSEABLE}
+    assert not any(r.outcome.ends_drain or r.leader_answered for r in reads)
+    assert ("schema 'modeldrain.sidecar/v3' is newer than this hook reads (modeldrain.sidecar/v2): upgrade the "
+            "engine image's hook") in reads[0].detail
+    older = json.dumps({**json.loads(answer()), "schema": "modeldrain.sidecar/v1"}).encode()
+    read = Leader(serve, [(older, "200 OK")]).reader().read(1.0)
+    assert "schema 'modeldrain.sidecar/v1', not modeldrain.sidecar/v2" in read.detail

@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 from modeldrain.hook.gauges import EngineKind, Role, gauge_set
 from modeldrain.hook.outcome import Read, ReadOutcome
+from modeldrain.retirement.client import MAX_VERDICT_AGE_S
 from modeldrain.sidecar.command import CommandSource, EngineCommand
 from modeldrain.sidecar.connections import RECENT_DATA_WINDOW_S, ConnectionCount
 from modeldrain.sidecar.member import Member, PodIdentity
@@ -39,6 +40,19 @@ NAMESPACE = "team-a"
 UNIFIED_VLLM = EngineCommand(CommandSource.FLAG, False, ())
 UNIFIED_SGLANG_CMDLINE = EngineCommand(CommandSource.CMDLINE, False, ())
 NOT_KNOWN = EngineCommand(CommandSource.NONE, None, ())
+
+# Fields a later sidecar release adds within the schema (docs/controller.md, "Version skew"): at the
+# top, in an object the protocol reads and in one it reads a field of. A reader ignores them; the
+# table's strict check of each answer removes exactly these first (the OpenAPI document is this
+# release's, and stays strict).
+ADDED_LATER: dict[tuple[str, ...], Any] = {("added_in_a_later_release",): {"rollout": "wave-3", "weights": [1, 2]},
+               ("sidecar", "added_in_a_later_release"): True,
+               ("read", "added_in_a_later_release"): 0.25,
+               ("engine", "command", "added_in_a_later_release"): ["--new-flag"]}
+NEXT_SCHEMA = "modeldrain.sidecar/v3"  # a schema no reader of this release knows
+# Fields this release's sidecar writes that the first modeldrain.sidecar/v2 release did not: an answer
+# without them is an older sidecar's, and each is optional in the OpenAPI document.
+ADDED_WITHIN_V2: list[tuple[str, ...]] = [("connections",)]
 
 
 def _read(outcome: str, started_at: float, kind: EngineKind, role: Role, in_flight: int) -> Read:
@@ -121,6 +135,32 @@ class Sidecar:
         """A read a peer took: it moves seq and the idle run, and the controller never sees it."""
         self._sample(at_s, outcome, 1, connected)
 
+    def answer_from_a_later_release(self, at_s: float, outcome: str = "idle") -> dict:
+        """An answer as a later sidecar release of the same schema writes it: the fields it added too."""
+        answer = self.answer(at_s, outcome)
+        for path, value in ADDED_LATER.items():
+            node = answer["body"]
+            for key in path[:-1]:
+                node = node[key]
+            node[path[-1]] = value
+        return answer
+
+    def answer_in_schema(self, at_s: float, schema: str, outcome: str = "idle") -> dict:
+        """An answer under another schema string, every field of this one kept: its idle must not count."""
+        answer = self.answer(at_s, outcome)
+        answer["body"]["schema"] = schema
+        return answer
+
+    def answer_as_first_released(self, at_s: float, outcome: str = "idle") -> dict:
+        """An answer as the schema's first sidecar release wrote it: without the fields added since."""
+        answer = self.answer(at_s, outcome)
+        for path in ADDED_WITHIN_V2:
+            node = answer["body"]
+            for key in path[:-1]:
+                node = node[key]
+            node.pop(path[-1], None)
+        return answer
+
     def again(self) -> dict:
         """The same read as the last answer: a concurrent caller's request shared it."""
         assert self._last is not None
@@ -175,7 +215,7 @@ class Scenario:
 
     def document(self) -> dict:
         head = {"format": FORMAT, "name": self.name, "description": self.description, "spec": self.spec,
-                "budget_s": self.budget_s}
+                "budget_s": self.budget_s, "max_verdict_age_s": MAX_VERDICT_AGE_S}
         if not self.router:
             head["router"] = False
         return {**head, "members": self.members, "rounds": self.rounds}
@@ -188,7 +228,43 @@ def member(s: Sidecar, expect_pod: bool = True) -> dict:
 
 
 def rnd(at_s: float, answers: dict[str, dict], verdict: str, reason: str) -> dict:
-    return {"at_s": at_s, "answers": answers, "expect": {"verdict": verdict, "reason": reason}}
+    expect: dict[str, Any] = {"verdict": verdict, "reason": reason}
+    if verdict == "delete":
+        # The Pods to delete are the ones that answered, by UID: the deletes' precondition.
+        expect["pods"] = [{"url": url, **a["body"]["pod"]} for url, a in answers.items()]
+    return {"at_s": at_s, "answers": answers, "expect": expect}
+
+
+def send(at_s: float, pods: dict[str, tuple[str, int]], verdict: str, reason: str, grace_s: int | None = None,
+         deleting: list[Sidecar] | None = None) -> dict:
+    """The controller about to send the deletes: each member URL's Pod as read from the API server
+    (resourceVersion, terminationGracePeriodSeconds) and the gracePeriodSeconds it would send;
+    `deleting`: the members whose Pods the expected deletes remove."""
+    step: dict[str, Any] = {
+        "at_s": at_s,
+        "delete": {"grace_period_seconds": grace_s,
+                   "pods": {url: {"resource_version": rv, "termination_grace_period_seconds": own_s}
+                            for url, (rv, own_s) in pods.items()}},
+        "expect": {"verdict": verdict, "reason": reason}}
+    if deleting is not None:
+        step["expect"]["pods"] = [{"url": m.url, **_pod(m)} for m in deleting]
+        step["expect"]["deletes"] = [pod_delete(m, pods[m.url][0], grace_s) for m in deleting]
+    return step
+
+
+def _pod(s: Sidecar) -> dict:
+    assert s.pod is not None
+    return {"namespace": s.pod.namespace, "name": s.pod.name, "uid": s.pod.uid}
+
+
+def pod_delete(s: Sidecar, resource_version: str, grace_s: int | None = None) -> dict:
+    """DELETE /api/v1/namespaces/NS/pods/NAME with metav1.DeleteOptions: only this UID, unchanged since read."""
+    assert s.pod is not None
+    body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions",
+                            "preconditions": {"uid": s.pod.uid, "resourceVersion": resource_version}}
+    if grace_s is not None:
+        body["gracePeriodSeconds"] = grace_s
+    return {"path": f"/api/v1/namespaces/{s.pod.namespace}/pods/{s.pod.name}", "body": body}
 
 
 U0, U1, U2 = "http://10.4.0.7:8490/v1/work", "http://10.4.1.9:8490/v1/work", "http://10.4.2.3:8490/v1/work"
@@ -212,6 +288,13 @@ SPEC_WITHDRAWAL = ("Retirement protocol: Without spec.router, withdrawal cannot 
                    "retirement ends as Aborted, retaining its Pods, Workload and capacity. Removing the Service "
                    "endpoint does not prove those connections have ended. (docs/controller.md: the sidecar counts "
                    "them, so withdrawal waits for none on two reads >= 1 s apart.)")
+SPEC_DELETE = ("docs/controller.md, Sending the deletes: Pod names are reused (a StatefulSet's, a LeaderWorkerSet's "
+               "replacement), so each member Pod is deleted with Preconditions{UID, ResourceVersion}: the UID it "
+               "answered with and the resourceVersion read when the deciding round started; never with a "
+               "gracePeriodSeconds shorter than the Pod's; and only while the verdict is at most max_verdict_age_s "
+               "old, from its second idle read's start.")
+SPEC_SKEW = ("docs/controller.md, Version skew: within a schema a sidecar release only adds fields, and a reader "
+             "ignores those it does not know; a schema outside the reader's window is no answer: held, never idle.")
 SPEC_IDENTITY = ("docs/controller.md: Pod IPs are reused, so an answer counts only from the Pod the controller "
                  "meant (namespace, name and UID).")
 
@@ -365,8 +448,7 @@ def scenarios() -> list[Scenario]:
             rnd(3.3, {U0: http_error(504, "read_timeout", "no fresh read of the engine finished within 5.1 s")},
                 "hold", "unreadable"),
             rnd(4.4, {U0: http_error(401, "unauthorized", "missing bearer token")}, "hold", "unreadable"),
-            rnd(5.5, {U0: {"status": 200, "body": {**a.answer(5.5)["body"], "schema": "modeldrain.sidecar/v1"}}},
-                "hold", "unreadable"),
+            rnd(5.5, {U0: a.answer_in_schema(5.5, "modeldrain.sidecar/v1")}, "hold", "unknown_schema"),
             rnd(6.6, {U0: a.answer(6.6)}, "hold", "one_idle_read"),
             rnd(7.7, {U0: a.answer(7.7)}, "delete", "idle_twice")])
     add("terminating-member-holds", "A member whose sidecar got SIGTERM is already being deleted: its reads do "
@@ -543,6 +625,77 @@ def scenarios() -> list[Scenario]:
                lambda a: [rnd(0.0, {U0: a.answer(0.0)}, "hold", "connections_unknown"),
                           rnd(1.1, {U0: a.answer(1.1)}, "hold", "connections_unknown"),
                           rnd(30.0, {U0: a.answer(30.0)}, "abort", "connections_unknown")], sidecar=_single())
+
+    # --- sending the deletes ---
+    def replaced(a: Sidecar) -> list[dict]:
+        successor = Sidecar(a.url, "llm-0", pod=PodIdentity(NAMESPACE, "llm-0", "uid-llm-0-replacement"))
+        successor.restart_sidecar(1)
+        return [rnd(0.0, {a.url: a.answer(0.0)}, "hold", "one_idle_read"),
+                rnd(1.1, {a.url: successor.answer(1.1)}, "hold", "wrong_pod"),
+                rnd(2.2, {a.url: successor.answer(2.2)}, "hold", "wrong_pod"),
+                rnd(3.3, {a.url: successor.answer(3.3)}, "abort", "wrong_pod")]
+    add("replacement-pod-of-the-same-name", "A StatefulSet's Pod read by its stable name: after one idle read, "
+        "its replacement (same name, another UID) answers idle twice. Its reads never complete the old Pod's "
+        "verdict, and a verdict on either could never delete the other (the deletes carry the UID).",
+        SPEC_DELETE, [Sidecar("http://llm-0.llm.team-a.svc:8490/v1/work", "llm-0")], replaced, budget_s=3.0)
+
+    def preconditioned(leader: Sidecar, worker: Sidecar) -> list[dict]:
+        pods = {U0: ("48213", 30), U1: ("48207", 30)}
+        return [rnd(0.0, {U0: leader.answer(0.0), U1: worker.answer(0.0, "refused")}, "hold", "one_idle_read"),
+                rnd(1.1, {U0: leader.answer(1.1), U1: worker.answer(1.1, "refused")}, "delete", "idle_twice"),
+                send(1.3, pods, "delete", "idle_twice", deleting=[leader, worker])]
+    add("deletes-carry-each-members-uid", "A leader-served replica deletes both members, each with its own UID as "
+        "it answered and the resourceVersion read for the deciding round, and no gracePeriodSeconds (each Pod's "
+        "own applies).", SPEC_DELETE, _group(2), preconditioned)
+
+    def expired(a: Sidecar) -> list[dict]:
+        pods = {U0: ("9120", 30)}
+        return [rnd(0.0, {U0: a.answer(0.0)}, "hold", "one_idle_read"),
+                rnd(1.1, {U0: a.answer(1.1)}, "delete", "idle_twice"),
+                send(3.2, pods, "hold", "verdict_expired"),
+                rnd(3.3, {U0: a.answer(3.3)}, "delete", "idle_twice"),
+                send(3.5, {U0: ("9131", 30)}, "delete", "idle_twice", deleting=[a])]
+    add("verdict-too-old-reads-again", f"The deletes were not sent within {MAX_VERDICT_AGE_S:g} s of the "
+        "verdict's second idle read (the controller's rate limit held them 2.1 s): nothing is sent; that read "
+        "pairs with the next idle one, and the new verdict's deletes go out in time.", SPEC_DELETE, [_single()],
+        expired)
+
+    def too_short(a: Sidecar) -> list[dict]:
+        return [rnd(0.0, {U0: a.answer(0.0)}, "hold", "one_idle_read"),
+                rnd(1.1, {U0: a.answer(1.1)}, "delete", "idle_twice"),
+                send(1.2, {U0: ("9120", 30)}, "refuse", "grace_too_short", grace_s=10),
+                rnd(2.2, {U0: a.answer(2.2)}, "refuse", "grace_too_short")]
+    add("grace-shorter-than-the-pods-refused", "A delete with gracePeriodSeconds 10 for a Pod whose own is 30 "
+        "would make kubelet cut the drain running and start every hook again on 10 s: refused, the replica "
+        "kept.", SPEC_DELETE, [_single()], too_short)
+
+    def not_shorter(a: Sidecar) -> list[dict]:
+        return [rnd(0.0, {U0: a.answer(0.0)}, "hold", "one_idle_read"),
+                rnd(1.1, {U0: a.answer(1.1)}, "delete", "idle_twice"),
+                send(1.2, {U0: ("9120", 45)}, "delete", "idle_twice", grace_s=45, deleting=[a])]
+    add("grace-equal-to-the-pods-is-sent", "A gracePeriodSeconds no shorter than the Pod's own (45, an SGLang "
+        "split role's) is sent as asked.", SPEC_DELETE, [_single()], not_shorter)
+
+    # --- version skew ---
+    add("newer-sidecar-added-fields", "A sidecar one release newer writes the same schema with fields this "
+        "reader does not know (at the top, in sidecar, read and engine.command): they are ignored, and the "
+        "replica is read as before.", SPEC_SKEW, [_single()], lambda a: [
+            rnd(0.0, {U0: a.answer_from_a_later_release(0.0, "busy")}, "hold", "busy"),
+            rnd(1.1, {U0: a.answer_from_a_later_release(1.1)}, "hold", "one_idle_read"),
+            rnd(2.2, {U0: a.answer_from_a_later_release(2.2)}, "delete", "idle_twice")])
+    add("newer-schema-holds", f"A sidecar writing a schema newer than this reader's window ({NEXT_SCHEMA}), every "
+        "other field as an idle answer: it cannot be trusted, so it holds, never idle, and the budget aborts.",
+        SPEC_SKEW, [_single()], lambda a: [
+            rnd(0.0, {U0: a.answer_in_schema(0.0, NEXT_SCHEMA)}, "hold", "unknown_schema"),
+            rnd(1.1, {U0: a.answer_in_schema(1.1, NEXT_SCHEMA)}, "hold", "unknown_schema"),
+            rnd(2.2, {U0: a.answer_in_schema(2.2, NEXT_SCHEMA)}, "hold", "unknown_schema"),
+            rnd(3.3, {U0: a.answer_in_schema(3.3, NEXT_SCHEMA)}, "abort", "unknown_schema")], budget_s=3.0)
+    add("older-sidecar-without-added-fields", "A sidecar one release older writes the schema without the fields "
+        "added since (connections): with a router the protocol never needs them, so it reads as before.",
+        SPEC_SKEW, [_single(counts_connections=True)], lambda a: [
+            rnd(0.0, {U0: a.answer_as_first_released(0.0, "busy")}, "hold", "busy"),
+            rnd(1.1, {U0: a.answer_as_first_released(1.1)}, "hold", "one_idle_read"),
+            rnd(2.2, {U0: a.answer_as_first_released(2.2)}, "delete", "idle_twice")])
     return out
 
 

@@ -65,6 +65,7 @@ def test_an_idle_single_pod_may_be_deleted_after_two_rounds(vllm, tmp_path):
     body = verdict(result)
     assert (body["verdict"], body["reason"], body["rounds"]) == ("delete", "idle_twice", 2)
     assert body["speaker"] == f"{s.base_url}/v1/work"
+    assert body["pods"] == [{"url": f"{s.base_url}/v1/work", "namespace": "team-a", "name": "llm-0", "uid": "uid-llm-0"}]
     trace = [json.loads(line) for line in result.stderr.splitlines()]
     assert [t["reason"] for t in trace] == ["one_idle_read", "idle_twice"]
     assert 1.0 <= trace[1]["at_s"] and elapsed_s < 10
