@@ -198,8 +198,16 @@ def resolve_read_config(args: argparse.Namespace) -> ReadConfig:
         hint=hint,
         read_timeout_s=args.read_timeout,
         max_body_bytes=args.max_body_bytes,
-        warnings=tuple(warnings + list(hint.warnings) + _where_warnings(hint)),
+        warnings=tuple(warnings + _argv_warnings(hint, port_source) + _where_warnings(hint)),
     )
+
+
+def _argv_warnings(hint: EngineHint, port_source: str) -> list[str]:
+    """What of the engine's argv could not be followed; where the port is unknown, its one line
+    (_resolve_port's) already says why, and a warning giving the same reason is not said twice."""
+    if port_source != UNKNOWN_PORT_SOURCE or hint.port_unknown is None:
+        return list(hint.warnings)
+    return [w for w in hint.warnings if hint.port_unknown not in w]
 
 
 def _where_warnings(hint: EngineHint) -> list[str]:

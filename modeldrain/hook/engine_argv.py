@@ -8,9 +8,10 @@ is `--port 31001`). A prefix the hook's parser finds ambiguous, or a flag withou
 a word the engine would refuse to start on: the flags are then not known (`unknown`), never
 guessed. A running engine accepted every word of its argv, so a prefix of one of these flags
 names that flag in the engine too (were it also a prefix of another of the engine's flags, the
-engine would have refused it), unless the word is itself another flag of the engine: none of
-vLLM's or SGLang's flags is a proper prefix of one read here, but vLLM's `-dp` is, for argparse,
-a short-flag prefix of `-dpe`/`-dph`, and is given to the parser as the flag it is.
+engine would have refused it), unless the word is itself another flag of the engine. That is
+the one assumption here: such a flag is given to the parser as the flag it is (NEIGHBOURS:
+vLLM's `-dp`, for argparse a short-flag prefix of `-dpe`/`-dph`); one not listed there would be
+read as the longer flag.
 
 vLLM's FlexibleArgumentParser also turns underscores into dashes in a flag's name (up to its
 first '.': `--max_model_len`), gathers the dotted words (`--kv-transfer-config.kv_role X`) into
@@ -129,12 +130,11 @@ class EngineArgs:
         if config_unread is not None:
             warnings.append(f"the engine's flags set by its config file are not known: {config_unread}")
         words = config + words
-        command_line = words[len(config):]
         try:
             parsed = _parse(kind, words)
             if config_unread is not None:
-                # What the command line gives itself is known all the same: it wins over the file.
-                parsed = {dest: value for dest, value in _parse(kind, command_line).items() if value is not None}
+                # Only what the command line gives itself is known: it wins over the file.
+                parsed = {dest: value for dest, value in parsed.items() if value is not None}
         except _Refused as exc:
             parsed = {}
             unknown = unknown or f"its parser would refuse its flags ({exc})"

@@ -38,16 +38,27 @@ class ConfigUnreadable(ValueError):
 
 
 class _BoundedLoader(yaml.SafeLoader):
-    """PyYAML's SafeLoader, which refuses nesting past MAX_DEPTH and a parse past its deadline."""
+    """PyYAML's SafeLoader, which refuses nesting past MAX_DEPTH and a parse past its deadline, both
+    checked on every token its scanner reads (the scanner reads ahead over a run of `[`, before any
+    node is composed) and on every node composed."""
 
     def __init__(self, text: str, deadline_at: float):
         super().__init__(text)
         self._deadline_at = deadline_at
         self._depth = 0
 
-    def compose_node(self, parent: Any, index: Any) -> Any:
+    def _within_bounds(self) -> None:
         if time.monotonic() > self._deadline_at:
             raise ConfigUnreadable(f"its parse took longer than {PARSE_DEADLINE_S:g} s")
+        if self.flow_level > MAX_DEPTH or len(self.indents) > MAX_DEPTH:
+            raise ConfigUnreadable(f"nested deeper than {MAX_DEPTH} levels")
+
+    def fetch_more_tokens(self) -> None:
+        self._within_bounds()
+        super().fetch_more_tokens()
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        self._within_bounds()
         self._depth += 1
         try:
             if self._depth > MAX_DEPTH:

@@ -208,8 +208,9 @@ def test_an_engine_whose_port_cannot_be_read_is_read_at_its_default_as_a_guess_s
     proc = fake_proc(tmp_path, ["vllm", "serve", "m", "--config", str(tmp_path / "missing.yaml")])
     c = read_config(tmp_path, "--annotations", no_annotations(tmp_path), proc=proc)
     assert (c.target.port, c.target.source, c.target.port_unknown) == (8000, "unknown", True)
-    (line,) = [w for w in c.warnings if w.startswith("the engine's port is not known")]
-    assert "missing.yaml" in line and "no answer is taken for idle" in line
+    (line,) = c.warnings  # one line, with the reason
+    assert line.startswith("the engine's port is not known") and "missing.yaml" in line
+    assert "no answer is taken for idle" in line
 
 
 def test_a_port_given_by_flag_or_annotation_is_no_guess(tmp_path):

@@ -126,3 +126,14 @@ def test_pyyaml_is_imported_only_for_an_engine_with_a_config_file(tmp_path):
     with_config = subprocess.run([sys.executable, "-c", program, "vllm", "serve", "m", "--config",
                                   str(tmp_path / "serve.yaml")], capture_output=True, text=True, check=True)
     assert (without.stdout.strip(), with_config.stdout.strip()) == ("False", "True")
+
+
+def test_the_config_file_is_read_without_libyaml_as_the_bundle_carries_pyyaml(tmp_path):
+    """build/prestop.spec leaves PyYAML's C extension out: the pure loader must read alone."""
+    (tmp_path / "serve.yaml").write_text("port: 0x2329\n")
+    program = ("import sys\nfor name in ('_yaml', 'yaml._yaml', 'yaml.cyaml'): sys.modules[name] = None\n"
+               "from modeldrain.hook.engine import hint_from_argv\n"
+               "import yaml\nprint(yaml.__with_libyaml__, hint_from_argv(sys.argv[1:]).port)")
+    done = subprocess.run([sys.executable, "-c", program, "vllm", "serve", "m", "--config", str(tmp_path / "serve.yaml")],
+                          capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False", "9001"]
