@@ -123,7 +123,8 @@ class EngineArgs:
                 config_unread = "its --config names no file (the engine refuses that)"
             else:
                 try:
-                    config = [_canonical(word) for word in _config_words(path, cwd)]
+                    negations = {negation for _, negation in SWITCHES[kind]}
+                    config = [_canonical(word) for word in _config_words(path, cwd, negations)]
                 except ValueError as exc:
                     config_unread = f"its --config {path} is not read: {exc}"
         unknown = cut or config_unread
@@ -205,7 +206,7 @@ def _canonical(word: str) -> str:
     return _NAME_UP_TO_DOT.sub(lambda m: m.group(0).replace("_", "-"), word, count=1)
 
 
-def _config_words(path: str, cwd: str | None) -> list[str]:
+def _config_words(path: str, cwd: str | None, negations: set[str]) -> list[str]:
     """The config file's flags as the engines turn them into words (vLLM's load_config_file);
     ValueError, in one line, when it cannot be read as the engine reads it."""
     if path.split(".")[-1] not in ("yaml", "yml"):
@@ -216,7 +217,7 @@ def _config_words(path: str, cwd: str | None) -> list[str]:
     full = os.path.join(cwd, path) if cwd is not None and not os.path.isabs(path) else path
     try:
         text = read_small_file(full, MAX_CONFIG_FILE_BYTES).decode("utf-8")
-        return config_words(load_config(text))
+        return config_words(load_config(text), negations)
     except (SmallFileError, ConfigUnreadable) as exc:
         raise ValueError(str(exc)) from None
     except UnicodeDecodeError as exc:

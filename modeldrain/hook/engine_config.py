@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import Any, Container
 
 import yaml
 
@@ -126,15 +126,17 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     return []
 
 
-def config_words(config: dict[str, Any]) -> list[str]:
+def config_words(config: dict[str, Any], negations: Container[str] = ()) -> list[str]:
     """The mapping as vLLM's load_config_file turns it into argv words: `--key value`; a true
-    boolean `--key`, a false one `--no-key`; a list `--key item...` (none when empty); a mapping
-    `--key JSON`; anything else `--key str(value)`."""
+    boolean `--key`, a false one `--no-key` where that is one of the engine's flags (`negations`:
+    those the caller knows; vLLM looks the key up as written, before its underscores become
+    dashes) and nothing otherwise; a list `--key item...` (none when empty); a mapping `--key
+    JSON`; anything else `--key str(value)`."""
     words: list[str] = []
     for key, value in config.items():
         flag = "--" + key
         if isinstance(value, bool):
-            words.append(flag if value else "--no-" + key)
+            words += [flag] if value else [f"--no-{key}"] if f"--no-{key}" in negations else []
         elif isinstance(value, list):
             words += [flag, *(str(item) for item in value)] if value else []
         elif isinstance(value, dict):

@@ -77,8 +77,18 @@ def test_samples_read_as_yaml_safe_load_reads_them(text):
 def test_the_mapping_becomes_words_as_vllm_turns_it_into_flags():
     config = {"port": 9001, "enforce-eager": True, "trust-remote-code": False, "middleware": ["a", "b"],
               "empty": [], "kv-transfer-config": {"kv_role": "kv_producer"}, "host": None}
-    assert config_words(config) == ["--port", "9001", "--enforce-eager", "--no-trust-remote-code", "--middleware", "a",
-                                    "b", "--kv-transfer-config", '{"kv_role": "kv_producer"}', "--host", "None"]
+    words = config_words(config, negations={"--no-trust-remote-code"})
+    assert words == ["--port", "9001", "--enforce-eager", "--no-trust-remote-code", "--middleware", "a", "b",
+                     "--kv-transfer-config", '{"kv_role": "kv_producer"}', "--host", "None"]
+    assert "--no-trust-remote-code" not in config_words(config)  # not one of the engine's flags: dropped, as vLLM does
+
+
+def test_a_false_switch_in_the_config_file_is_its_negation_only_where_vllm_has_one(tmp_path):
+    (tmp_path / "serve.yaml").write_text("data-parallel: false\ndata_parallel_external_lb: false\nport: 9001\n")
+    hint = hint_from_argv(VLLM + ["--config", str(tmp_path / "serve.yaml"), "-dpe"])
+    assert (hint.port, hint.port_unknown, hint.disaggregation) == (9001, None, ("-dpe",))
+    (tmp_path / "off.yaml").write_text("data-parallel-external-lb: false\n")
+    assert hint_from_argv(VLLM + ["-dpe", "--config", str(tmp_path / "off.yaml")]).disaggregation == ("-dpe",)
 
 
 def _alias_bomb(levels: int = 9, fan: int = 9) -> str:
