@@ -19,7 +19,7 @@ from tests.conftest import REPO
 HOOK_LAYERS: dict[str, int] = {
     # facts and leaf utilities: constants, the gauge sets, exit codes, where the engine is
     "modeldrain.hook": 0, "modeldrain.hook.constants": 0, "modeldrain.hook.exitcodes": 0, "modeldrain.hook.gauges": 0, "modeldrain.hook.target": 0,
-    "modeldrain.hook.bundle": 0, "modeldrain.hook.files": 0, "modeldrain.hook.events": 0, "modeldrain.hook.flat_yaml": 0,
+    "modeldrain.hook.bundle": 0, "modeldrain.hook.files": 0, "modeldrain.hook.events": 0, "modeldrain.hook.engine_config": 0,
     # values parsed and read
     "modeldrain.hook.flags": 1, "modeldrain.hook.outcome": 1, "modeldrain.hook.clock": 1, "modeldrain.hook.annotations": 1,
     "modeldrain.hook.work_names": 1, "modeldrain.hook.framing": 1,
@@ -43,7 +43,7 @@ HOOK_LAYERS: dict[str, int] = {
 }
 
 # What the bundled hook may import beyond the standard library.
-HOOK_THIRD_PARTY = {"prometheus_client"}
+HOOK_THIRD_PARTY = {"prometheus_client", "yaml"}
 # Imported only where installed, inside `except ImportError` (the bundle excludes it): module -> names.
 HOOK_OPTIONAL: dict[str, set[str]] = {}
 # The tools around the programs: each its own package over the hook's facts, never the sidecar's server.

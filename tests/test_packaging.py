@@ -74,7 +74,8 @@ def test_the_wheel_says_what_it_needs_and_its_licence(wheel):
     assert metadata.get_all("Provides-Extra") and "sidecar" in metadata.get_all("Provides-Extra")
     requires = metadata.get_all("Requires-Dist")
     plain = [r for r in requires if "extra ==" not in r]
-    assert [re.split(r"[<>=!~;\s]", r)[0] for r in plain] == ["prometheus-client"]
+    # The hook's: its exposition parser, and PyYAML for an engine's --config (as the engines read it).
+    assert [re.split(r"[<>=!~;\s]", r)[0] for r in plain] == ["prometheus-client", "pyyaml"]
     for package in ("aiohttp", "uvloop"):
         assert any(r.startswith(package) and 'extra == "sidecar"' in r for r in requires), requires
     assert "prestop = modeldrain.hook.cli:main" in entry_points

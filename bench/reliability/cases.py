@@ -109,6 +109,11 @@ class HostileCase:
     annotations_fifo: bool = False  # the annotations file is a FIFO nobody writes
     annotations_link: str | None = None  # the annotations file is a symlink to this path
     engine_argv: tuple[str, ...] = ()  # a visible engine process: `vllm` with these arguments
+    # The engine's own reading (issue 25): the hook is given no --port and must find the served port
+    # where the engine reads it; "{port}" in engine_argv and in engine_files stands for that port.
+    port_from_engine: bool = False
+    engine_files: tuple[tuple[str, str], ...] = ()  # (path, text) written in the engine's working directory
+    engine_is_python: bool = False  # the engine process is this Python with engine_argv (`-m …`), not `vllm`
     signal: Signal | None = None
     descriptors_spent: bool = False  # from its first log line on, no descriptor is left (EMFILE on connect)
     follows_leader: bool = False  # what answers is a worker's leader's drain-sidecar (--follow-leader), not its engine
@@ -218,7 +223,61 @@ def scripted_cases() -> list[HostileCase]:
         HostileCase("no descriptor left at connect (EMFILE)", resources, BUSY, idle_is_true=False,
                     expected=DEADLINE, descriptors_spent=True),
     ]
-    return cases + issue_15_cases() + corpus_cases() + leader_cases()
+    return cases + issue_15_cases() + corpus_cases() + leader_cases() + issue_25_cases()
+
+
+# What each --config file says, in a form PyYAML (so vLLM) reads as the served port, which a reader
+# of its own did not; "{port}" and "{other}" stand for the served port and for a port nothing serves.
+ENGINE_CONFIGS = {
+    "a quoted value spanning lines with a port line": 'port: {port}\nchat-template: "a\nport: {other}\nlast: line"\n',
+    "a UTF-8 BOM": "\ufeffport: {port}\n",
+    "JSON lines": '"port": {port}\n"host": "127.0.0.1"\n',
+    "a JSON object": '{{"port": {port}}}\n',
+    "a YAML 1.1 hex integer": "port: {port_hex}\n",
+    "a YAML 1.1 integer with underscores": "port: {port_underscored}\n",
+    "a YAML 1.1 octal integer": "port: {port_octal}\n",
+    "a %YAML 1.1 directive": "%YAML 1.1\n---\nport: {port}\n",
+    "a merge key": "<<: {{port: {port}}}\n",
+}
+# --config files the hook cannot read as the engine does: the port is unknown, never the default.
+UNREADABLE_CONFIGS = {
+    "an alias bomb": "".join(f"a{i}: &a{i} [" + ",".join([f"*a{i - 1}" if i else '"lol"'] * 9) + "]\n"
+                             for i in range(9)) + "port: {port}\n",
+    "not YAML": "port: [{port}\n",
+}
+_STUB_MODULE = (("vllm/__init__.py", ""), ("vllm/entrypoints/__init__.py", ""),
+                ("vllm/entrypoints/openai/__init__.py", ""),
+                ("vllm/entrypoints/openai/api_server.py", "import time\ntime.sleep(600)\n"))
+
+
+def issue_25_cases() -> list[HostileCase]:
+    """A busy engine whose port only its own argv or --config says, in the spellings its own readers
+    (PyYAML, argparse, CPython) accept: a correct hook reads it busy to the deadline. A hook that
+    reads another port is refused there (exit 11) or reads what else answers."""
+    group = "the engine's own reading"
+    cases = [HostileCase(f"--config with {name}", group, BUSY, idle_is_true=False, expected=DEADLINE,
+                         port_from_engine=True, engine_argv=("serve", "m", "--config", "serve.yaml"),
+                         engine_files=(("serve.yaml", text),))
+             for name, text in ENGINE_CONFIGS.items()]
+    cases += [HostileCase(f"--config with {name}: the port unknown", group, BUSY, idle_is_true=False,
+                          expected=DEADLINE, port_from_engine=True, engine_argv=("serve", "m", "--config", "serve.yaml"),
+                          engine_files=(("serve.yaml", text),))
+              for name, text in UNREADABLE_CONFIGS.items()]
+    cases += [
+        HostileCase("argv: --port past 64 KiB of --chat-template", group, BUSY, idle_is_true=False, expected=DEADLINE,
+                    port_from_engine=True, engine_argv=("serve", "m", "--chat-template", "{{ messages }}" * 8000,
+                                                        "--port", "{port}")),
+        HostileCase("argv: a unique prefix (--por)", group, BUSY, idle_is_true=False, expected=DEADLINE,
+                    port_from_engine=True, engine_argv=("serve", "m", "--port", "{other}", "--por", "{port}")),
+        HostileCase("argv: python -mvllm.entrypoints.openai.api_server", group, BUSY, idle_is_true=False,
+                    expected=DEADLINE, port_from_engine=True, engine_is_python=True, engine_files=_STUB_MODULE,
+                    engine_argv=("-mvllm.entrypoints.openai.api_server", "--port", "{port}")),
+        HostileCase("argv: python --check-hash-based-pycs never -Bm …", group, BUSY, idle_is_true=False,
+                    expected=DEADLINE, port_from_engine=True, engine_is_python=True, engine_files=_STUB_MODULE,
+                    engine_argv=("--check-hash-based-pycs", "never", "-X", "utf8", "-Bm",
+                                 "vllm.entrypoints.openai.api_server", "--port", "{port}")),
+    ]
+    return cases
 
 
 def issue_15_cases() -> list[HostileCase]:

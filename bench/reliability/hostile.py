@@ -167,13 +167,24 @@ def serving(served: Scripted) -> Iterator[int]:
         yield sock.getsockname()[1]
 
 
-def fake_engine(workdir: Path, argv: tuple[str, ...]) -> subprocess.Popen:
-    """A real process whose command line is `python …/vllm <argv>`, as a console script's is."""
-    script = workdir / "vllm"
-    script.write_text(f"#!{sys.executable}\nimport time\ntime.sleep(600)\n")
-    script.chmod(0o755)
-    return subprocess.Popen([str(script), *argv], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+def fake_engine(workdir: Path, argv: tuple[str, ...], python: bool = False) -> subprocess.Popen:
+    """A real process whose command line is `python …/vllm <argv>`, as a console script's is; or
+    `python <argv>` (python: a module in `workdir`, its working directory)."""
+    program = sys.executable
+    if not python:
+        script = workdir / "vllm"
+        script.write_text(f"#!{sys.executable}\nimport time\ntime.sleep(600)\n")
+        script.chmod(0o755)
+        program = str(script)
+    return subprocess.Popen([program, *argv], cwd=workdir,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _engine_text(text: str, port: int) -> str:
+    """A case's engine argv word or file with its port in place, in each spelling the cases use;
+    {other}: a port nothing listens on (port 1, below every engine's)."""
+    return text.format(port=port, other=1, port_hex=hex(port), port_octal=f"0{port:o}",
+                       port_underscored=f"{port // 1000}_{port % 1000:03d}")
 
 
 @contextlib.contextmanager
@@ -252,7 +263,7 @@ def _argv(case: HostileCase, executable: Path, port: int, work: Path) -> list[st
         argv += ["--log-mirror", str(work / "pid1-stdout")] if case.stdio is Stdio.MIRROR_STALLED else ["--quiet"]
     if case.follows_leader:  # a worker: what answers on `port` is its leader's drain-sidecar
         argv += ["--follow-leader", f"http://127.0.0.1:{port}"]
-    argv += ["--port", str(port), "--proc-root", str(work / "proc")]
+    argv += ([] if case.port_from_engine else ["--port", str(port)]) + ["--proc-root", str(work / "proc")]
     if case.annotations is not None or case.annotations_fifo or case.annotations_link:
         argv += ["--annotations", str(work / "annotations")]
     return argv + list(case.args)
@@ -282,13 +293,17 @@ def _final(case: HostileCase, stdout: bytes) -> _Final:
                   dropped if isinstance(dropped, int) else None)
 
 
-def _arrange(case: HostileCase, work: Path, stack: contextlib.ExitStack) -> int:
+def _arrange(case: HostileCase, work: Path, stack: contextlib.ExitStack, port: int) -> int:
     """The run's private $TMPDIR, /proc and annotations file, and its stderr (returned: a descriptor,
     or subprocess.PIPE / DEVNULL); what must outlive the run's start goes on `stack`."""
     (work / "tmp").mkdir()
     (work / "proc").mkdir()
+    for name, text in case.engine_files:
+        (work / name).parent.mkdir(parents=True, exist_ok=True)
+        (work / name).write_text(_engine_text(text, port), encoding="utf-8")
     if case.engine_argv:
-        engine = fake_engine(work, case.engine_argv)
+        argv = tuple(_engine_text(word, port) for word in case.engine_argv) if case.port_from_engine else case.engine_argv
+        engine = fake_engine(work, argv, python=case.engine_is_python)
         stack.callback(_end, engine)
         (work / "proc" / str(engine.pid)).symlink_to(f"/proc/{engine.pid}")
     if case.annotations is not None:
@@ -315,7 +330,7 @@ def run_case(case: HostileCase, executable: Path, name: str, port: int) -> Hosti
     """One exec of `executable` on `case`, its engine answering on `port`."""
     with tempfile.TemporaryDirectory(prefix="bench-hostile-") as tmp, contextlib.ExitStack() as stack:
         work = Path(tmp)
-        stderr = _arrange(case, work, stack)
+        stderr = _arrange(case, work, stack, port)
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TMPDIR": str(work / "tmp")}
         close_stderr = (lambda: os.close(2)) if case.stdio is Stdio.STDERR_CLOSED else None
         started = time.monotonic()

@@ -225,8 +225,8 @@ def lint_command(argv: list[str]) -> int:
     try:
         from modeldrain.lint.cli import run_lint
     except ImportError:
-        print("prestop lint: not in the static executable; run `modeldrain lint` from "
-              "`pip install 'modeldrain[lint]'`", file=sys.stderr)
+        print("prestop lint: not in the static executable; run `modeldrain lint`, the console script of "
+              "modeldrain's wheel (docs/prestop.md, \"modeldrain lint\")", file=sys.stderr)
         return ExitCode.USAGE
     return run_lint(argv)
 

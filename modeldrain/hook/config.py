@@ -37,7 +37,7 @@ from modeldrain.hook.flags import (
 )
 from modeldrain.hook.gauges import DEFAULT_METRICS_PATH, DEFAULT_PORTS, EngineKind
 from modeldrain.hook.leader import LeaderConfig, leader_from_env, parse_leader_url
-from modeldrain.hook.target import Target, engine_hosts, on_hosts, usable_host
+from modeldrain.hook.target import UNKNOWN_PORT_SOURCE, Target, engine_hosts, on_hosts, usable_host
 from modeldrain.hook.token import read_token
 
 T = TypeVar("T")
@@ -154,7 +154,8 @@ class _Annotations:
 
 def _resolve_port(flag: int | None, annotations: _Annotations, hint: EngineHint,
                   warnings: list[str]) -> tuple[int, str]:
-    """The engine's port and where it came from: flag, annotation, the engine's argv, default."""
+    """The engine's port and where it came from: flag, annotation, the engine's argv, default; or
+    its default with UNKNOWN_PORT_SOURCE where the engine's argv is seen but its port cannot be read."""
     if flag is not None:
         return flag, "flag"
     annotated = annotations.get(PORT_ANNOTATION, parse_port)
@@ -164,6 +165,12 @@ def _resolve_port(flag: int | None, annotations: _Annotations, hint: EngineHint,
         return annotated, "annotation"
     if hint.port is not None:
         return hint.port, "cmdline"
+    if hint.port_unknown is not None:
+        port = DEFAULT_PORTS[hint.kind or EngineKind.VLLM]
+        warnings.append(f"the engine's port is not known ({hint.port_unknown}): reading its default port {port}, "
+                        "where no answer is taken for idle and no refusal for 'nothing listens'; give the port "
+                        f"(--port or the {PORT_ANNOTATION} annotation) for the drain to end on idle")
+        return port, UNKNOWN_PORT_SOURCE
     if hint.kind is None:
         warnings.append("engine not detected and no port given: using vLLM's default port")
     return DEFAULT_PORTS[hint.kind or EngineKind.VLLM], "default"
@@ -191,8 +198,16 @@ def resolve_read_config(args: argparse.Namespace) -> ReadConfig:
         hint=hint,
         read_timeout_s=args.read_timeout,
         max_body_bytes=args.max_body_bytes,
-        warnings=tuple(warnings + list(hint.warnings) + _where_warnings(hint)),
+        warnings=tuple(warnings + _argv_warnings(hint, port_source) + _where_warnings(hint)),
     )
+
+
+def _argv_warnings(hint: EngineHint, port_source: str) -> list[str]:
+    """What of the engine's argv could not be followed; where the port is unknown, its one line
+    (_resolve_port's) already says why, and a warning giving the same reason is not said twice."""
+    if port_source != UNKNOWN_PORT_SOURCE or hint.port_unknown is None:
+        return list(hint.warnings)
+    return [w for w in hint.warnings if hint.port_unknown not in w]
 
 
 def _where_warnings(hint: EngineHint) -> list[str]:

@@ -19,6 +19,9 @@ from modeldrain.hook.gauges import EngineKind, Role
 
 # Where the engine's argv is read: this PID namespace's /proc, which in a Pod shows the engine.
 PROC_ROOT = "/proc"
+# An engine's command line is read whole up to this (Linux caps argv at a quarter of the stack
+# limit: 2 MiB under the default 8 MiB); a longer one is cut, and the flags past the cut are not known.
+MAX_CMDLINE_BYTES = 8 << 20
 # Another tree to read instead, for the test suite: a test machine's /proc shows every engine run
 # there, which a Pod never would. --proc-root, where given, wins over it.
 PROC_ROOT_ENV = "MODELDRAIN_PROC_ROOT"
@@ -36,6 +39,9 @@ class EngineHint:
     kind: EngineKind | None = None
     role: Role | None = None
     port: int | None = None  # the engine's own --port, when its argv names one
+    # Why the engine's --port could not be read where its argv is seen (its argv cut, its --config
+    # unreadable, a word its parser would refuse): its port is then not known, never its default.
+    port_unknown: str | None = None
     host: str | None = None  # the engine's own --host, when its argv names one
     uds: str | None = None  # vLLM's --uds: it serves on this Unix socket, on no TCP port at all
     tls: bool = False  # the engine's argv names a certificate (--ssl-certfile): it serves https
@@ -47,9 +53,9 @@ class EngineHint:
     # SGLang's --node-rank from its argv (0 when the argv omits it); None when not read from an argv
     # or not a number. A node of rank >= 1 is a worker of a multi-node server, not the one that drains.
     node_rank: int | None = None
-    # SGL_FORCE_SHUTDOWN in the engine's environment (/proc/PID/environ): True when set to anything
-    # but SGLang's false words, False when every engine process's environment was read without it,
-    # None when one could not be read (another user's process) or no process was seen.
+    # SGL_FORCE_SHUTDOWN in the engine's environment (/proc/PID/environ): True when SGLang reads it as
+    # set (`true` or `1`, any case), False when every engine process's environment was read without
+    # it, None when one could not be read (another user's process) or no process was seen.
     force_shutdown: bool | None = None
     # vLLM's --enable-server-load-tracking: its GET /load counts the API server's requests (modeldrain/hook/server_load.py).
     server_load_tracking: bool = False
@@ -61,6 +67,7 @@ class EngineHint:
             kind=self.kind or fallback.kind,
             role=self.role or fallback.role,
             port=self.port if self.port is not None else fallback.port,
+            port_unknown=self.port_unknown if self.port is not None or self.port_unknown else fallback.port_unknown,
             host=self.host if self.host is not None else fallback.host,
             uds=self.uds if self.uds is not None else fallback.uds,
             tls=self.tls or fallback.tls,
@@ -120,14 +127,15 @@ def _kv_role(args: EngineArgs) -> str | None:
     return role if isinstance(role, str) else None
 
 
-def hint_from_argv(argv: list[str], cwd: str | None = None) -> EngineHint | None:
+def hint_from_argv(argv: list[str], cwd: str | None = None, cut: str | None = None) -> EngineHint | None:
     """Recognize `vllm serve …`, vLLM's api_server module, and SGLang's launch_server; read their
     flags as the engine's parser does (hook.engine_argv). `cwd`: the engine's working directory,
-    where a relative --config path is."""
-    kind = _kind_of(argv)
-    if kind is None:
+    where a relative --config path is; `cut`: why argv is not whole (then its flags are not known)."""
+    command = engine_invocation(argv)
+    if command is None:
         return None
-    args = EngineArgs.read(argv, cwd)
+    kind, engine_words = command
+    args = EngineArgs.read(engine_words, kind, cwd, cut)
     role = None
     if kind is EngineKind.SGLANG:
         mode = args.value("--disaggregation-mode")
@@ -138,13 +146,15 @@ def hint_from_argv(argv: list[str], cwd: str | None = None) -> EngineHint | None
         kind=kind,
         role=role,
         port=_port(args.value("--port")),
+        port_unknown=None if args.known("--port") else args.unknown,
         host=args.value("--host") or None,
         uds=args.value("--uds") or None if kind is EngineKind.VLLM else None,
         tls=bool(args.value("--ssl-certfile")),
         source="cmdline",
         disaggregation=disaggregation_marks(kind, args),
         warnings=args.warnings,
-        node_rank=_node_rank(args.value("--node-rank")) if kind is EngineKind.SGLANG else None,
+        node_rank=_node_rank(args.value("--node-rank")) if kind is EngineKind.SGLANG and args.known("--node-rank")
+        else None,
         server_load_tracking=kind is EngineKind.VLLM and args.switch(
             ("--enable-server-load-tracking",), "--no-enable-server-load-tracking") is not None,
     )
@@ -160,16 +170,20 @@ def _node_rank(text: str | None) -> int | None:
 
 
 # SGLang's watchdog exits at once, without draining, when this is set (tokenizer_manager's
-# sigterm_watchdog, get_bool_env_var): only its false words, case-insensitive, leave the drain on.
+# sigterm_watchdog): SGLang 0.5.23's get_bool_env_var reads only `true` and `1`, in any case, as set;
+# anything else, `''` and `yes` included, is false.
 SGLANG_FORCE_SHUTDOWN_ENV = "SGL_FORCE_SHUTDOWN"
-SGLANG_FALSE_WORDS = frozenset({"false", "0"})
+SGLANG_TRUE_WORDS = frozenset({"true", "1"})
 # /proc/PID/environ is the process's initial environment; more than this is not read.
 MAX_ENVIRON_BYTES = 1 << 20
 
 
 def force_shutdown_of(proc_root: str, pid: str) -> bool | None:
     """Whether SGL_FORCE_SHUTDOWN is set in one process's environment; None when it cannot be read
-    (the process ended, or runs as another user: the sidecar's case) or is cut at the cap."""
+    (the process ended, or runs as another user: the sidecar's case) or is cut at the cap.
+
+    A name given twice is read as CPython's os.environ reads it: the first one wins (the engine
+    is a Python program, and /proc shows the environment it was exec'd with)."""
     try:
         with open(os.path.join(proc_root, pid, "environ"), "rb") as f:
             raw = f.read(MAX_ENVIRON_BYTES + 1)
@@ -181,7 +195,7 @@ def force_shutdown_of(proc_root: str, pid: str) -> bool | None:
     values = [entry[len(prefix):] for entry in raw.split(b"\0") if entry.startswith(prefix)]
     if not values:
         return False
-    return values[-1].decode("utf-8", "replace").lower() not in SGLANG_FALSE_WORDS
+    return values[0].decode("utf-8", "surrogateescape").lower() in SGLANG_TRUE_WORDS
 
 
 def _force_shutdown(proc_root: str, pids: list[str]) -> bool | None:
@@ -212,11 +226,16 @@ def hint_from_proc(proc_root: str = PROC_ROOT) -> EngineHint:
             continue  # another PID namespace: another container's process
         try:
             with open(os.path.join(proc_root, pid, "cmdline"), "rb") as f:
-                raw = f.read(65536)
+                raw = f.read(MAX_CMDLINE_BYTES + 1)
         except OSError:
             continue  # the process ended, or is not ours to read
-        argv = [a.decode("utf-8", "replace") for a in raw.split(b"\0") if a]
-        hint = hint_from_argv(argv, cwd=os.path.join(proc_root, pid, "cwd"))
+        cut = None
+        if len(raw) > MAX_CMDLINE_BYTES:
+            raw = raw[:raw.rfind(b"\0", 0, MAX_CMDLINE_BYTES) + 1]  # the words read whole; the rest unknown
+            cut = f"its command line is longer than the {MAX_CMDLINE_BYTES} bytes read"
+        argv = [a.decode("utf-8", "surrogateescape") for a in raw.split(b"\0")]
+        argv = argv[:-1] if argv and argv[-1] == "" else argv
+        hint = hint_from_argv(argv, cwd=os.path.join(proc_root, pid, "cwd"), cut=cut)
         if hint is not None:
             hints.setdefault(hint, []).append(pid)
     if len(hints) != 1:
@@ -236,29 +255,80 @@ def _pid_namespace(proc_root: str, pid: str) -> str | None:
         return None
 
 
-def _kind_of(argv: list[str]) -> EngineKind | None:
-    """The engine argv runs: its program, or the script or module a Python interpreter runs."""
+# CPython's own options (`python3 --help`; Python/getopt.c): those that take a value, in the same
+# word (`-mvllm…`, `-Wx`) or the next; those that take none, combinable in one word (`-Bm mod`); and
+# the long ones (exact words only: `--check-hash-based-pycs never`). -c and -m end the options.
+_PYTHON_VALUE_OPTIONS = frozenset("cmWX")
+_PYTHON_PLAIN_OPTIONS = frozenset("bBdEhiIOPqRsStuvVx?")
+_PYTHON_LONG_OPTIONS = {"--check-hash-based-pycs": True, "--help-env": False, "--help-xoptions": False,
+                        "--help-all": False}
+_PYTHON_EXITS = frozenset("hV?")  # prints and exits: no engine runs
+
+
+def python_program(args: list[str]) -> tuple[str, str, list[str]] | None:
+    """What a Python interpreter given `args` (its argv after the program) runs, read as CPython
+    reads its options: ("-m", module, its args), ("-c", command, args) or ("file", path, args);
+    None when it runs nothing of ours (stdin, an option it refuses, --help)."""
+    i = 0
+    while i < len(args):
+        word = args[i]
+        i += 1
+        if word == "--":
+            break
+        if word in ("--help", "--version"):
+            return None
+        if not word.startswith("-") or word == "-":
+            i -= 1
+            break
+        if word.startswith("--"):
+            if word not in _PYTHON_LONG_OPTIONS:
+                return None  # CPython refuses it (`--check-hash-based-pycs=never` too)
+            if _PYTHON_LONG_OPTIONS[word]:
+                if i >= len(args):
+                    return None
+                i += 1
+            elif word.startswith("--help"):
+                return None
+            continue
+        for at, letter in enumerate(word[1:], start=1):
+            if letter in _PYTHON_VALUE_OPTIONS:
+                value = word[at + 1:]
+                if not value:
+                    if i >= len(args):
+                        return None
+                    value, i = args[i], i + 1
+                if letter in "cm":
+                    return "-" + letter, value, args[i:]
+                break
+            if letter not in _PYTHON_PLAIN_OPTIONS or letter in _PYTHON_EXITS:
+                return None
+    if i >= len(args) or args[i] == "-":
+        return None
+    return "file", args[i], args[i + 1:]
+
+
+def engine_invocation(argv: list[str]) -> tuple[EngineKind, list[str]] | None:
+    """The engine argv runs and the words its own parser reads: its program, or the script or
+    module a Python interpreter runs."""
     if not argv:
         return None
     program, rest = os.path.basename(argv[0]), argv[1:]
     if program.startswith("python"):
-        # [python, -X opt, -m module, ...] or [python, /path/vllm, serve, ...] (a console script).
-        while rest and rest[0].startswith("-") and rest[0] != "-m":
-            rest = rest[2:] if rest[0] in ("-X", "-W") else rest[1:]
-        if rest[:1] == ["-m"]:
-            module = rest[1] if len(rest) > 1 else ""
-            if module.startswith("vllm.entrypoints"):
-                return EngineKind.VLLM
-            if module == "sglang.launch_server":
-                return EngineKind.SGLANG
+        run = python_program(rest)
+        if run is None or run[0] == "-c":
             return None
-        if not rest:
+        how, what, rest = run
+        if how == "-m":
+            if what.startswith("vllm.entrypoints"):
+                return EngineKind.VLLM, rest
+            if what == "sglang.launch_server":
+                return EngineKind.SGLANG, rest
             return None
-        program, rest = os.path.basename(rest[0]), rest[1:]
+        program = os.path.basename(what)
     if program == "vllm" and rest[:1] == ["serve"]:
-        return EngineKind.VLLM
+        return EngineKind.VLLM, rest[1:]
     if program == "sglang" and rest[:1] == ["serve"]:
-        return EngineKind.SGLANG
+        return EngineKind.SGLANG, rest[1:]
     return None
 
 

@@ -58,6 +58,8 @@ def policy_before_health(hint: EngineHint, *, following_leader: bool) -> PolicyC
     if hint.force_shutdown is None:
         return full(f"the engine's environment could not be read ({SGLANG_FORCE_SHUTDOWN_ENV} unknown: its "
                     "process is not visible here or runs as another user)")
+    if hint.port_unknown is not None:
+        return full(f"the engine's port is not known ({hint.port_unknown}): its /health cannot be asked")
     if hint.node_rank is None:
         return full("the engine's --node-rank is not known (its argv was not read, or the value is not a number)")
     if hint.node_rank >= 1:

@@ -27,10 +27,22 @@ def read_work(target: Target, hint: EngineHint, *, timeout_s: float, max_body_by
     whatever the reader did not foresee is a READER_ERROR read, which no rule takes for idle."""
     started_at = time.monotonic()
     try:
-        return _read(target, hint, started_at, timeout_s=timeout_s, max_body_bytes=max_body_bytes)
+        return _not_taken_at_a_guess(target, _read(target, hint, started_at, timeout_s=timeout_s,
+                                                   max_body_bytes=max_body_bytes))
     except Exception as exc:  # noqa: BLE001 - turned into an outcome the drain logs and waits on
         return Read(ReadOutcome.READER_ERROR, started_at, time.monotonic() - started_at,
                     f"unexpected {type(exc).__name__}: {exc}"[:500], kind=hint.kind, role=hint.role)
+
+
+def _not_taken_at_a_guess(target: Target, read: Read) -> Read:
+    """Where the engine's port is not known (Target.port_unknown), the port read is a guess: an
+    idle answer there may be another program's, and a refusal or an error is not the engine
+    saying nothing listens. Neither ends the drain: such a read is incomplete (busy)."""
+    if not target.port_unknown or not (read.outcome.is_idle or read.outcome.ends_drain):
+        return read
+    return replace(read, outcome=ReadOutcome.INCOMPLETE,
+                   detail=f"{read.outcome.value} on port {target.port}, which is a guess (the engine's port is "
+                   f"not known): not the engine's answer; {read.detail}"[:500])
 
 
 def _read(target: Target, hint: EngineHint, started_at: float, *, timeout_s: float, max_body_bytes: int) -> Read:

@@ -11,6 +11,9 @@ LOOPBACK_HOST = "127.0.0.1"
 # address, SGLang's own default, `--host 0.0.0.0`) and ::1 (`--host ::1`, or `--host ::` with
 # IPV6_V6ONLY set).
 LOOPBACK_HOSTS = (LOOPBACK_HOST, "::1")
+# Target.source where the engine's argv is seen but its port cannot be read (hook.engine's
+# EngineHint.port_unknown): the port read is the engine's default, a guess.
+UNKNOWN_PORT_SOURCE = "unknown"
 # --host values that mean every address: loopback answers for them.
 _WILDCARDS = frozenset({"", "0.0.0.0", "::"})
 # An address or a DNS name: nothing else goes into a request's Host header.
@@ -23,8 +26,13 @@ class Target:
     port: int
     path: str
     host: str = LOOPBACK_HOST
-    # Where the port came from ("flag", "annotation", "cmdline", "default"), for the log.
+    # Where the port came from ("flag", "annotation", "cmdline", "default", UNKNOWN_PORT_SOURCE), for the log.
     source: str = "default"
+
+    @property
+    def port_unknown(self) -> bool:
+        """The engine's port could not be read: this one is a guess, and no answer on it is the engine's."""
+        return self.source == UNKNOWN_PORT_SOURCE
 
     @property
     def netloc(self) -> str:

@@ -164,3 +164,20 @@ def test_the_hostile_leader_answers_are_a_class_of_the_catalogue_and_the_real_ho
         wrong = [p for p in result.problems if not p.startswith("overrun")]
         assert wrong == [] and not result.said_idle and result.exit_code in case.expected, (case.name, result)
     assert 12 in cases.DOCUMENTED_DRAIN_CODES and 12 in cases.DOCUMENTED_CHECK_CODES
+
+
+def test_the_catalogue_holds_issue_25s_classes_each_a_port_only_the_engine_says():
+    found = cases.issue_25_cases()
+    names = " ".join(c.name for c in found)
+    for needle in ("quoted value spanning lines", "BOM", "JSON lines", "JSON object", "hex", "underscores", "octal",
+                   "%YAML 1.1", "merge key", "alias bomb", "not YAML", "past 64 KiB", "unique prefix (--por)",
+                   "-mvllm.entrypoints", "--check-hash-based-pycs never"):
+        assert needle in names, needle
+    assert all(c.port_from_engine and not c.idle_is_true and c.expected == cases.DEADLINE for c in found)
+
+
+def test_the_real_hook_reads_the_port_a_config_file_says_as_pyyaml_reads_it():
+    case = next(c for c in cases.issue_25_cases() if "quoted value spanning lines" in c.name)
+    result = run_on(case, CONSOLE_SCRIPT)
+    # The engine's port is read busy to the deadline; the port on the quoted line (where nothing listens) is not.
+    assert result.exit_code == 10 and result.outcome == "deadline" and not result.said_idle, result.detail

@@ -86,3 +86,59 @@ def test_an_engine_on_a_unix_socket_ends_unmeasurable_with_a_warning_that_says_w
     warnings = [e["message"] for e in run.events if e["event"] == "config_warning"]
     assert any(w.startswith(f"the engine serves on the Unix socket {tmp_path / 'vllm.sock'} (vLLM --uds)")
                for w in warnings), warnings
+
+
+def _sleeping_vllm(tmp_path, *args: str) -> subprocess.Popen:
+    """A process whose command line is `vllm serve m ARGS...` (a script that only sleeps)."""
+    script = tmp_path / "vllm"
+    script.write_text(f"#!{sys.executable}\nimport time\ntime.sleep(120)\n")
+    script.chmod(0o755)
+    return subprocess.Popen([str(script), "serve", "m", *args], cwd=tmp_path)
+
+
+def _only(tmp_path, process: subprocess.Popen) -> str:
+    proc = tmp_path / "proc"
+    proc.mkdir()
+    (proc / str(process.pid)).symlink_to(f"/proc/{process.pid}")
+    return str(proc)
+
+
+def test_a_config_file_is_read_as_pyyaml_reads_it_not_at_a_port_line_inside_a_quoted_value(tmp_path):
+    """`port: P` then a double-quoted value spanning lines with a `port: Q` line: PyYAML (vLLM) reads
+    P. The hand-written reader read Q, where another process answered idle: exit 0 while busy on P."""
+    switch_at = time.monotonic() + 3.5
+
+    def busy_then_idle(conn):
+        conn.sendall(http_response(BUSY if time.monotonic() < switch_at else IDLE))
+
+    with RawServer(busy_then_idle) as engine_port, RawServer(lambda conn: conn.sendall(http_response(IDLE))) as other:
+        (tmp_path / "serve.yaml").write_text(f'port: {engine_port.port}\nchat-template: "first line\n'
+                                             f'port: {other.port}\nlast: line"\n')
+        engine = _sleeping_vllm(tmp_path, "--config", "serve.yaml")
+        try:
+            run = run_prestop("--route-wait", "0.5", "--grace", "30", "--proc-root", _only(tmp_path, engine))
+        finally:
+            engine.kill()
+            engine.wait()
+    assert run.code == 0, run.stderr
+    assert run.event("drain_started")["target"] == f"http://127.0.0.1:{engine_port.port}/metrics"
+    assert run.event("read_state")["outcome"] == "busy" and run.finished["elapsed_s"] >= 3.0
+
+
+def test_an_engine_whose_port_cannot_be_read_is_never_drained_at_a_guessed_port(tmp_path):
+    """A --config the hook cannot read: the default port it reads is a guess, so neither an idle
+    answer nor a refusal there ends the drain (it was: exit 11 after the route wait while busy)."""
+    (tmp_path / "serve.yaml").write_text("port: [9001\n")  # not YAML: the engine's port is not known
+    engine = _sleeping_vllm(tmp_path, "--config", "serve.yaml")
+    try:
+        run = run_prestop("--route-wait", "0.5", "--grace", "8", "--exit-reserve", "2",
+                          "--proc-root", _only(tmp_path, engine))
+    finally:
+        engine.kill()
+        engine.wait()
+    assert run.code == 10, run.stderr  # the deadline: work unknown to the end
+    assert run.event("drain_started")["target_source"] == "unknown"
+    warnings = [e["message"] for e in run.events if e["event"] == "config_warning"]
+    engine_lines = [w for w in warnings if w.startswith("the engine's")]
+    assert len(engine_lines) == 1 and engine_lines[0].startswith("the engine's port is not known"), warnings
+    assert all(e["outcome"] != "idle" for e in run.events if e["event"] == "read_state")

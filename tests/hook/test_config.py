@@ -202,3 +202,19 @@ def test_proc_root_flag_wins_over_the_environment(tmp_path, monkeypatch):
     assert read_config(tmp_path, "--annotations", no_annotations(tmp_path), proc=vllm).hint.kind is EngineKind.VLLM
     args = _check_parser().parse_args(["--annotations", no_annotations(tmp_path)])
     assert resolve_read_config(args).hint.kind is EngineKind.SGLANG
+
+
+def test_an_engine_whose_port_cannot_be_read_is_read_at_its_default_as_a_guess_said_in_one_line(tmp_path):
+    proc = fake_proc(tmp_path, ["vllm", "serve", "m", "--config", str(tmp_path / "missing.yaml")])
+    c = read_config(tmp_path, "--annotations", no_annotations(tmp_path), proc=proc)
+    assert (c.target.port, c.target.source, c.target.port_unknown) == (8000, "unknown", True)
+    (line,) = c.warnings  # one line, with the reason
+    assert line.startswith("the engine's port is not known") and "missing.yaml" in line
+    assert "no answer is taken for idle" in line
+
+
+def test_a_port_given_by_flag_or_annotation_is_no_guess(tmp_path):
+    proc = fake_proc(tmp_path, ["vllm", "serve", "m", "--config", str(tmp_path / "missing.yaml")])
+    by_annotation = read_config(tmp_path, "--annotations", annotations(tmp_path, port="9001"), proc=proc)
+    by_flag = read_config(tmp_path, "--port", "9002", "--annotations", no_annotations(tmp_path), proc=proc)
+    assert (by_annotation.target.source, by_flag.target.source) == ("annotation", "flag")

@@ -158,24 +158,29 @@ def test_the_config_file_sets_flags_and_the_command_line_overrides_them(tmp_path
 
 
 @pytest.mark.parametrize("name, text, warning", [
-    ("serve.yaml", "port: 0x2329\n", "port not followed ('0x2329': a number PyYAML reads otherwise"),
-    ("serve.yaml", "port: &p 9001\n", "port not followed ('&': an anchor"),
-    ("serve.yaml", "port 9001\n", "is not read (line 1: not a `key: value` line)"),
-    ("serve.json", "port: 9001\n", "is not a .yaml/.yml file"),
-    ("missing.yaml", None, "is not read (cannot read"),
+    ("serve.yaml", "port 9001\n", "its top level is a str, not a mapping"),
+    ("serve.yaml", "port: 9001\n  bad: indent\n", "not valid YAML"),
+    ("serve.yaml", "", "it is empty"),
+    ("serve.yaml", "1: 9001\n", "is not a string"),
+    ("serve.json", "port: 9001\n", "not a .yaml/.yml file"),
+    ("missing.yaml", None, "cannot read"),
 ])
-def test_a_config_file_the_hook_cannot_follow_is_a_warning_not_a_guess(tmp_path, name, text, warning):
+def test_a_config_file_the_hook_cannot_read_leaves_the_port_unknown_never_the_default(tmp_path, name, text, warning):
     if text is not None:
         (tmp_path / name).write_text(text)
     hint = hint_from_argv(VLLM + ["--config", str(tmp_path / name)])
-    assert hint.port is None and any(warning in w for w in hint.warnings), hint.warnings
+    assert hint.port is None and warning in (hint.port_unknown or ""), hint.port_unknown
+    assert len(hint.warnings) == 1 and warning in hint.warnings[0]
 
 
-def test_two_config_files_and_abbreviations_are_said_not_followed(tmp_path):
+def test_a_port_the_command_line_gives_is_known_whatever_the_config_file(tmp_path):
+    hint = hint_from_argv(VLLM + ["--config", str(tmp_path / "missing.yaml"), "--port", "9001"])
+    assert (hint.port, hint.port_unknown) == (9001, None) and hint.warnings
+
+
+def test_two_config_files_leave_the_port_unknown():
     twice = hint_from_argv(VLLM + ["--config", "a.yaml", "--config", "b.yaml"])
-    assert "more than once" in twice.warnings[0]
-    abbreviated = hint_from_argv(VLLM + ["--por", "9001"])
-    assert abbreviated.port is None and "--por, which its parser may take for --port" in abbreviated.warnings[0]
+    assert twice.port is None and "more than once" in twice.port_unknown and "more than once" in twice.warnings[0]
 
 
 def test_a_unix_socket_engine_says_so():
@@ -203,12 +208,17 @@ SGLANG_ARGV = ["python3", "-m", "sglang.launch_server", "--model-path", "m"]
 @pytest.mark.parametrize("environs, force", [
     ([b"PATH=/bin\0HOME=/\0"], False),
     ([b"PATH=/bin\0SGL_FORCE_SHUTDOWN=1\0"], True),
-    ([b"SGL_FORCE_SHUTDOWN=yes\0"], True),  # not one of SGLang's false words: taken for set
+    ([b"SGL_FORCE_SHUTDOWN=yes\0"], False),  # SGLang 0.5.23's get_bool_env_var: only true and 1 are set
+    ([b"SGL_FORCE_SHUTDOWN=\0"], False),
+    ([b"SGL_FORCE_SHUTDOWN=TRUE\0"], True),
     ([b"SGL_FORCE_SHUTDOWN=False\0"], False),
+    ([b"SGL_FORCE_SHUTDOWN=1\0SGL_FORCE_SHUTDOWN=0\0"], True),  # os.environ keeps the first of duplicates
+    ([b"SGL_FORCE_SHUTDOWN=0\0SGL_FORCE_SHUTDOWN=1\0"], False),
     ([b"PATH=/bin\0", b"SGL_FORCE_SHUTDOWN=true\0"], True),  # set in one process of the engine
     ([b"PATH=/bin\0", None], None),  # one process's environment unreadable: unknown
     ([None], None),
-], ids=["unset", "set", "odd-word", "false", "one-of-two", "one-unreadable", "unreadable"])
+], ids=["unset", "set", "yes", "empty", "upper-case", "false", "set-then-unset", "unset-then-set", "one-of-two",
+        "one-unreadable", "unreadable"])
 def test_the_engines_environment_says_whether_sglang_force_shutdown_is_set(tmp_path, environs, force):
     root = _fake_proc(tmp_path, [SGLANG_ARGV] * len(environs))
     for pid, environ in enumerate(environs, 1):

@@ -32,7 +32,9 @@ def test_an_sglang_server_whose_sigterm_drains_is_followed_once_its_health_says_
     (EngineHint(kind=EngineKind.SGLANG, source="flag", node_rank=0), "environment could not be read"),
     (EngineHint(kind=EngineKind.SGLANG, source="flag", force_shutdown=False), "--node-rank is not known"),
     (EngineHint(kind=EngineKind.SGLANG, source="cmdline", node_rank=1, force_shutdown=False), "--node-rank 1: a worker"),
-], ids=["vllm", "unknown", "force-shutdown", "environ-unread", "rank-unknown", "rank-1"])
+    (EngineHint(kind=EngineKind.SGLANG, source="cmdline", node_rank=0, force_shutdown=False,
+                port_unknown="its command line is cut"), "port is not known (its command line is cut)"),
+], ids=["vllm", "unknown", "force-shutdown", "environ-unread", "rank-unknown", "rank-1", "port-unknown"])
 def test_every_unknown_or_unsafe_fact_keeps_the_full_drain(hint, words):
     choice = policy_before_health(hint, following_leader=False)
     assert choice is not None and choice.policy is ExitPolicy.FULL_DRAIN and words in choice.reason

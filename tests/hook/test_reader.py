@@ -11,7 +11,7 @@ from modeldrain.hook.engine import EngineHint
 from modeldrain.hook.gauges import EngineKind, Role
 from modeldrain.hook.outcome import ReadOutcome
 from modeldrain.hook.reader import EngineReader, read_work
-from modeldrain.hook.target import Target
+from modeldrain.hook.target import UNKNOWN_PORT_SOURCE, Target
 
 IDLE = b"vllm:num_requests_running{engine=\"0\"} 0\nvllm:num_requests_waiting{engine=\"0\"} 0\n"
 BUSY = b"vllm:num_requests_running{engine=\"0\"} 2\nvllm:num_requests_waiting{engine=\"0\"} 1\n"
@@ -263,3 +263,21 @@ def test_a_busy_read_does_not_ask_load(serve):
     target, server = by_path(serve, BUSY, b'{"server_load": 0}')
     assert read(target, hint=TRACKED).outcome is ReadOutcome.BUSY
     assert not any(req.startswith(b"GET /load ") for req in server.requests)
+
+
+@pytest.mark.parametrize("respond", [canned(http_response(IDLE)),
+                                     canned(http_response(b"", status="404 Not Found"))], ids=["idle", "http-error"])
+def test_at_a_port_that_is_a_guess_an_idle_or_failed_answer_is_not_the_engines(serve, respond):
+    guessed = replace(serve(respond), source=UNKNOWN_PORT_SOURCE)
+    r = read(guessed)
+    assert r.outcome is ReadOutcome.INCOMPLETE and r.outcome.verdict == "busy" and "is a guess" in r.detail
+
+
+def test_at_a_port_that_is_a_guess_a_refusal_is_not_nothing_listens():
+    guessed = replace(refusing_target(), source=UNKNOWN_PORT_SOURCE)
+    r = EngineReader(config_for(guessed)).read(1.0)
+    assert r.outcome is ReadOutcome.INCOMPLETE and not r.outcome.ends_drain and "is a guess" in r.detail
+
+
+def test_at_a_port_that_is_a_guess_a_busy_answer_is_still_busy(serve):
+    assert read(replace(serve(canned(http_response(BUSY))), source=UNKNOWN_PORT_SOURCE)).outcome is ReadOutcome.BUSY
