@@ -18,6 +18,7 @@ from modeldrain.hook.foreign_body import not_an_engine
 from modeldrain.hook.freshness import Heartbeat, stale_zero
 from modeldrain.hook.gauges import EngineKind, Role, gauge_set
 from modeldrain.hook.outcome import Read, ReadOutcome
+from modeldrain.hook.release_trust import unset_refusal, untrusted
 from modeldrain.hook.server_load import LOAD_PATH, MAX_LOAD_BODY_BYTES, ServerLoadError, parse_server_load
 from modeldrain.hook.target import Target
 
@@ -98,13 +99,27 @@ def _classify(fetched: Read, parsed: exposition.Exposition, hint: EngineHint) ->
     if measured.invalid:
         return replace(read, outcome=ReadOutcome.INVALID_VALUE,
                        detail="negative, NaN or infinite value in " + ", ".join(measured.invalid))
+    unset_words = ""
+    if measured.unset:
+        refusal = unset_refusal(kind, parsed, measured)
+        if refusal is not None:
+            return replace(read, outcome=ReadOutcome.INCOMPLETE, in_flight=None,
+                           missing=measured.missing + measured.unset, detail=refusal)
+        measured = replace(measured, gauges={**measured.gauges, **dict.fromkeys(measured.unset, 0.0)}, unset=())
+        unset_words = ("; never served in prometheus multiprocess mode: declared with no series yet, "
+                       "read as 0")
+        read = replace(read, gauges=measured.gauges)
     # Nothing of the set present measures nothing: no in-flight count, not a zero.
     in_flight = measured.in_flight if measured.gauges else None
     read = replace(read, in_flight=in_flight)
     if measured.missing:
         return replace(read, outcome=ReadOutcome.INCOMPLETE, detail="missing " + ", ".join(measured.missing))
     if in_flight == 0:
-        return replace(read, outcome=ReadOutcome.IDLE, detail="every work gauge reads zero (the whole body parsed)")
+        distrust = untrusted(kind, hint, parsed)
+        if distrust is not None:
+            return replace(read, outcome=ReadOutcome.INCOMPLETE, detail=f"every work gauge reads zero, but {distrust}")
+        return replace(read, outcome=ReadOutcome.IDLE,
+                       detail="every work gauge reads zero (the whole body parsed)" + unset_words)
     return replace(read, outcome=ReadOutcome.BUSY, detail=f"{in_flight:g} in flight")
 
 
