@@ -16,7 +16,7 @@ from modeldrain.hook.engine import EngineHint
 from modeldrain.hook.fetch import FetchError, fetch
 from modeldrain.hook.foreign_body import not_an_engine
 from modeldrain.hook.freshness import Heartbeat, stale_zero
-from modeldrain.hook.gauges import EngineKind, Role, gauge_set
+from modeldrain.hook.gauges import DEFAULT_METRICS_PATH, EngineKind, Role, gauge_set
 from modeldrain.hook.outcome import Read, ReadOutcome
 from modeldrain.hook.release_trust import unset_refusal, untrusted
 from modeldrain.hook.server_load import LOAD_PATH, MAX_LOAD_BODY_BYTES, ServerLoadError, parse_server_load
@@ -40,13 +40,27 @@ def _read(target: Target, hint: EngineHint, started_at: float, *, timeout_s: flo
     try:
         response = fetch(target, timeout_s=timeout_s, max_body_bytes=max_body_bytes)
     except FetchError as exc:
-        read = replace(base, outcome=exc.outcome, detail=exc.detail, http_status=exc.status)
+        detail = exc.detail
+        if exc.status == HTTP_NOT_FOUND and target.path == DEFAULT_METRICS_PATH and hint.kind is not EngineKind.VLLM:
+            detail = f"{detail}: {_sglang_without_metrics(hint)}"
+        read = replace(base, outcome=exc.outcome, detail=detail, http_status=exc.status)
     else:
         fetched = replace(base, http_status=response.status, body_bytes=len(response.body))
         read = classify_body(fetched, response.body, response.content_type, hint, deadline_at=started_at + timeout_s)
         if read.outcome is ReadOutcome.IDLE and read.kind is EngineKind.VLLM and hint.server_load_tracking:
             read = _with_server_load(read, target, deadline_at=started_at + timeout_s)
     return replace(read, duration_s=time.monotonic() - started_at)
+
+
+HTTP_NOT_FOUND = 404
+
+
+def _sglang_without_metrics(hint: EngineHint) -> str:
+    """Why a 404 on /metrics leaves nothing to measure: SGLang serves it only with --enable-metrics."""
+    rule = "SGLang serves /metrics only when started with --enable-metrics (off by default)"
+    if hint.kind is EngineKind.SGLANG:
+        return f"{rule}: nothing can be measured; add --enable-metrics to the engine's command"
+    return f"nothing can be measured here; if the engine is SGLang, {rule}: add it to the engine's command"
 
 
 def _with_server_load(read: Read, target: Target, *, deadline_at: float) -> Read:

@@ -263,3 +263,22 @@ def test_a_busy_read_does_not_ask_load(serve):
     target, server = by_path(serve, BUSY, b'{"server_load": 0}')
     assert read(target, hint=TRACKED).outcome is ReadOutcome.BUSY
     assert not any(req.startswith(b"GET /load ") for req in server.requests)
+
+
+NOT_FOUND = canned(http_response(b'{"detail":"Not Found"}', status="404 Not Found"))
+
+
+@pytest.mark.parametrize("hint, words", [
+    (EngineHint(kind=EngineKind.SGLANG, source="cmdline"), "add --enable-metrics"),
+    (NOHINT, "if the engine is SGLang"),
+])
+def test_a_404_on_metrics_names_sglangs_enable_metrics(serve, hint, words):
+    # Issue 26: SGLang serves /metrics only with --enable-metrics; the 404 still ends the drain.
+    r = read(serve(NOT_FOUND), hint=hint)
+    assert r.outcome is ReadOutcome.HTTP_ERROR and r.http_status == 404
+    assert "--enable-metrics" in r.detail and words in r.detail
+
+
+def test_a_404_from_vllm_says_nothing_of_sglang(serve):
+    r = read(serve(NOT_FOUND), hint=EngineHint(kind=EngineKind.VLLM, source="flag"))
+    assert r.outcome is ReadOutcome.HTTP_ERROR and "enable-metrics" not in r.detail
