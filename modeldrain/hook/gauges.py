@@ -202,10 +202,14 @@ def gauge_set(kind: EngineKind, role: Role = Role.UNIFIED) -> GaugeSet:
 # named here makes that release unsupported in docs/compatibility.md).
 NOT_WORK_GAUGES: dict[str, str] = {
     "vllm:num_requests_waiting_by_reason": "repeats vllm:num_requests_waiting, split by reason",
+    "vllm:num_requests_kv_fetch_by_stage": "repeats vllm:num_requests_waiting, split by the stage of a KV "
+                                           "consumer's async load",
     "sglang:num_retracted_reqs": "a count of retractions since the scheduler's last stats line, reset "
                                  "after each; the retracted requests wait in the queue num_queue_reqs counts",
     "sglang:num_paused_reqs": "a count of pauses since the scheduler's last stats line, reset after each; "
                               "the paused requests stay in the batch or queue the other gauges count",
+    "sglang:num_running_reqs_offline_batch": "a part of num_running_reqs (its low-priority offline requests), "
+                                             "and set to 0 by every release that defines it (0.5.2 to 0.5.10)",
     "sglang:num_decode_deferred_kv_release_reqs": "aborted transfers whose client already has its answer",
     "sglang:num_decode_host_receive_queue_reqs": "a part of the transfer queue num_decode_transfer_queue_reqs "
                                                  "counts (read twice if read)",
@@ -233,7 +237,7 @@ RELEASE_RULES: dict[str, ReleaseRule] = {
         "work: never read idle, held to the deadline. Fix: vLLM 0.10.1 or newer, or one engine per replica."),
     "vllm_server_load": ReleaseRule(
         "vLLM with --enable-server-load-tracking",
-        "GET /load confirms an idle read",
+        "with --enable-server-load-tracking, GET /load confirms an idle read",
         "an idle read stays idle only when GET /load also counts 0 (the API server's requests)."),
     "sglang_prefill_infight": ReleaseRule(
         "SGLang before sgl-project/sglang#5357, as a prefill server",
