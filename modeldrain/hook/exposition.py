@@ -124,6 +124,8 @@ class Exposition:
     # in prometheus multiprocess mode, a gauge no process has set yet.
     declared_unset: frozenset[str] = frozenset()
     engines: frozenset[str] = frozenset()  # the `engine` label values of vLLM's work series
+    # ... and of its request counter's series, which every engine core's logger makes at start
+    counter_engines: frozenset[str] = frozenset()
     pp_ranks: frozenset[str] = frozenset()  # the `pp_rank` label values of SGLang's work series
 
     @property
@@ -381,6 +383,8 @@ def _exposition(samples: list[Sample], declared: frozenset[str], *, whole_body: 
         engines=frozenset(s.engine_label for s in samples
                           if s.engine_label is not None and s.name in ALL_WORK_METRIC_NAMES
                           and s.name.startswith(ENGINE_PREFIXES[EngineKind.VLLM])),
+        counter_engines=frozenset(s.engine_label for s in samples
+                                  if s.engine_label is not None and s.name == RESTART_COUNTERS[EngineKind.VLLM]),
         pp_ranks=frozenset(s.pp_rank_label for s in samples
                            if s.pp_rank_label is not None and s.name in ALL_WORK_METRIC_NAMES
                            and s.name.startswith(ENGINE_PREFIXES[EngineKind.SGLANG])),

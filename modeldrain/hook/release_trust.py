@@ -4,7 +4,11 @@ Some releases and configurations export work gauges that do not tell the truth
 (gauges.RELEASE_RULES, docs/compatibility.md): vLLM's data parallel before vllm-project/vllm#21257
 exports only the last engine core's gauges, SGLang's pipeline parallelism undercounts running
 requests (sgl-project/sglang#32158). There a zero is no proof of idle: the read is held busy,
-with the rule and its fix in words.
+with the rule and its fix in words. The engine cores a vLLM body speaks for are the `engine`
+values of its work gauges and of its request counter (each engine's logger makes the counter's
+series at start; in multiprocess mode a gauge its engine has not set yet has no series); they must
+be as many as the argv's data parallel gives this API server, or 0..n-1 when the argv is not
+seen (so a lone rank of an external balancer, without its argv, is held).
 
 A vLLM front end with `--api-server-count` > 1 serves /metrics in prometheus multiprocess mode.
 There a gauge of `multiprocess_mode="mostrecent"` that no process has set has no sample: its
@@ -40,9 +44,11 @@ def untrusted(kind: EngineKind, hint: EngineHint, parsed: Exposition) -> str | N
         if (stages is not None and stages > 1) or parsed.pp_ranks - {"0"}:
             return _rule(PIPELINE_PARALLEL_RULE)
         return None
-    engines = parsed.engines
-    if not engines:
+    if not parsed.engines:
         return None  # no series (the never-served case) or no `engine` label: one engine core
+    # An engine core that has not stepped yet has no gauge series in multiprocess mode, but its
+    # logger made its counters at start; before #21257 only the last engine's logger is left.
+    engines = parsed.engines | parsed.counter_engines
     expected = hint.data_parallel_engines
     if expected is not None:
         missing = expected - len(engines)

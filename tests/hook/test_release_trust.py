@@ -131,3 +131,14 @@ def test_drain_started_says_what_the_argv_already_tells():
     assert pp is not None and dp is not None
     assert any("32158" in w for w in start_words(pp)) and any("21257" in w for w in start_words(dp))
     assert start_words(hint_from_argv(["vllm", "serve", "m"]) or EngineHint()) == ()
+
+
+def test_an_engine_core_that_has_not_stepped_is_known_by_its_counter():
+    # Multiprocess mode: engine 1 has run nothing (its gauges unset), but its logger made its counter.
+    counter = "".join(f'vllm:request_success_total{{engine="{e}",finished_reason="stop"}} 0\n' for e in "01")
+    hint = hint_from_argv(["vllm", "serve", "m", "-dp", "2"])
+    assert hint is not None
+    assert classify(vllm_engines("0") + counter, hint).outcome is ReadOutcome.IDLE
+    # Before vllm#21257 the counter, too, is the last engine's only.
+    last_only = 'vllm:request_success_total{engine="1",finished_reason="stop"} 0\n'
+    assert classify(vllm_engines("1") + last_only, hint).outcome is ReadOutcome.INCOMPLETE
