@@ -80,6 +80,13 @@ def test_vllm_multiprocess_that_served_nothing_drains_idle():
     assert "multiprocess" in run.event("read_state")["detail"]
 
 
+def test_sglang_without_enable_metrics_ends_at_once_naming_the_flag():
+    with EngineProcess("--kind", "sglang", "--without-metrics") as engine:
+        run = run_prestop(*FAST, "--port", str(engine.port), "--engine", "sglang")
+    assert run.code == 11, run.stderr
+    assert "--enable-metrics" in run.event("drain_finished")["reason"]
+
+
 def test_openmetrics_only_engine_is_read():
     with EngineProcess("--kind", "vllm", "--format", "openmetrics") as engine:
         run = run_prestop(*FAST, "--port", str(engine.port))
