@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engines.compat import DOC, REQUEST_GAUGE, Release, hook_does, load, table
+from engines.compat import DOC, REQUEST_GAUGE, Release, hook_does, load, table, vllm_release
 from modeldrain.hook.gauges import ALL_WORK_METRIC_NAMES, NOT_WORK_GAUGES, RELEASE_RULES
 
 REPO = Path(__file__).resolve().parent.parent
@@ -60,3 +60,27 @@ def test_the_readme_names_the_range():
     row = next(line for line in (REPO / "README.md").read_text().splitlines() if line.startswith("| engines |"))
     assert f"vLLM {first['vllm']} to {last['vllm']}" in row and f"SGLang {first['sglang']} to {last['sglang']}" in row
     assert "docs/compatibility.md" in row
+
+
+def test_the_wheel_reader_finds_gauges_and_their_labels(tmp_path):
+    # What engines/compat.py reads in a release's sources, on a tree written here (no download).
+    loggers = tmp_path / "vllm" / "v1" / "metrics" / "loggers.py"
+    loggers.parent.mkdir(parents=True)
+    loggers.write_text(
+        "import prometheus_client\n"
+        "class PrometheusStatLogger:\n"
+        "    def __init__(self, vllm_config, engine_index=0):\n"
+        "        labelnames = ['model_name', 'engine']\n"
+        "        self.g = self._gauge_cls(name='vllm:num_requests_running', documentation='x',\n"
+        "                                 labelnames=labelnames)\n"
+        "        self.w = prometheus_client.Gauge(name='vllm:num_requests_waiting_by_reason', documentation='x',\n"
+        "                                         labelnames=labelnames + ['reason'])\n"
+        "        self.c = prometheus_client.Counter(name='vllm:num_requests_total', documentation='x')\n"
+        "        self.k = prometheus_client.Gauge(name='vllm:kv_cache_usage_perc', documentation='x')\n")
+    (tmp_path / "vllm" / "entrypoints").mkdir(parents=True)
+    (tmp_path / "vllm" / "entrypoints" / "cli_args.py").write_text("parser.add_argument('--api-server-count')\n")
+    release = vllm_release("0.9.9", tmp_path)
+    assert release.gauges == {"vllm:num_requests_running": "model_name, engine",
+                              "vllm:num_requests_waiting_by_reason": "model_name, engine, reason"}
+    assert "vllm_dp_last_engine_only" in release.facts  # no engine_indexes: one logger per engine core
+    assert "--api-server-count" in release.multiprocess and "no `--shutdown-timeout`" in release.sigterm
