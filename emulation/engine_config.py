@@ -68,6 +68,7 @@ class EngineConfig:
     multiprocess: bool
     legacy_prefill_name: bool
     without_http_gauge: bool
+    without_metrics: bool = False  # SGLang without --enable-metrics: /metrics answers 404
 
     @property
     def tls(self) -> bool:
@@ -126,6 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="SGLang before May 2026: num_prefill_prealloc_queue_reqs")
     parser.add_argument("--without-http-gauge", action="store_true",
                         help="an SGLang release without sglang:http_requests_active (the scheduler's gauges alone)")
+    parser.add_argument("--without-metrics", action="store_true",
+                        help="SGLang started without --enable-metrics: /metrics answers 404 as its FastAPI does")
     return parser
 
 
@@ -144,6 +147,8 @@ def parse_engine_args(argv: Sequence[str] | None = None) -> EngineConfig:
         parser.error("--legacy-prefill-name is SGLang's")
     if args.without_http_gauge and args.kind is not EngineKind.SGLANG:
         parser.error("--without-http-gauge is SGLang's")
+    if args.without_metrics and args.kind is not EngineKind.SGLANG:
+        parser.error("--without-metrics is SGLang's (vLLM always serves /metrics)")
     on_sigterm = args.on_sigterm
     if on_sigterm is None:
         if args.kind is EngineKind.VLLM and args.shutdown_timeout_s > 0:
@@ -173,4 +178,5 @@ def parse_engine_args(argv: Sequence[str] | None = None) -> EngineConfig:
         multiprocess=multiprocess,
         legacy_prefill_name=args.legacy_prefill_name,
         without_http_gauge=args.without_http_gauge,
+        without_metrics=args.without_metrics,
     )

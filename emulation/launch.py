@@ -174,6 +174,8 @@ def emulator_args(kind: str, engine_args: Sequence[str]) -> list[str]:
             out += ["--role", known.disaggregation_mode]
         if known.max_running_requests:
             out += ["--max-running", str(known.max_running_requests)]
+        if not known.enable_metrics:
+            out.append("--without-metrics")  # SGLang serves /metrics only with --enable-metrics
         if known.node_rank > 0:
             # A worker node runs schedulers only: no tokenizer manager, so no SIGTERM watchdog to
             # drain; it stops at once (docs/engines.md: a node of rank >= 1 is not the one that drains).

@@ -100,7 +100,9 @@ RANK_LABEL = {EngineKind.VLLM: "engine", EngineKind.SGLANG: "dp_rank"}
 @dataclass(frozen=True)
 class EngineSnapshot:
     ranks: tuple[RankSnapshot, ...]
-    scheduler_published: bool  # a decode server publishes its scheduler families after a first run
+    # A decode server publishes its scheduler families after a first run; vLLM in multiprocess mode
+    # its per-step gauges' series (EngineTemplate.unset).
+    scheduler_published: bool
     # Requests in a handler now, by (endpoint, method): SGLang's HTTP gauge (emulation/http_active.py).
     http_active: Mapping[tuple[str, str], int] = field(default_factory=dict)
 
@@ -138,6 +140,9 @@ def live_families(config: EngineConfig, template: EngineTemplate, snapshot: Engi
     out: list[TemplateFamily] = []
     for family in families:
         if family.name == missing:
+            continue
+        if family.name in template.unset and not snapshot.scheduler_published:
+            out.append(family.with_samples(()))
             continue
         if family.name == constants.SGLANG_HTTP_ACTIVE and config.kind is EngineKind.SGLANG and distorted is None:
             out.append(_live_http_active(family, snapshot.http_active))

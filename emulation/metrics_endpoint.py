@@ -88,6 +88,9 @@ async def _drip_everything(request: web.Request, response: web.Response, interva
 def make_metrics_handler(runtime: EngineRuntime):
     async def metrics(request: web.Request) -> web.StreamResponse:
         runtime.totals.metrics_reads += 1
+        if runtime.config.without_metrics:
+            # SGLang registers /metrics only with --enable-metrics; FastAPI answers any other path so.
+            return web.json_response({"detail": "Not Found"}, status=404)
         setting = runtime.setting
         mode = setting.mode
         if mode is Misbehaviour.HTTP500:

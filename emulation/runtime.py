@@ -98,8 +98,9 @@ class EngineRuntime:
 
     def engine_snapshot(self) -> EngineSnapshot:
         scheduler = self.scheduler
-        publishes = not (self.config.kind is EngineKind.SGLANG and self.config.role is Role.DECODE) \
-            or scheduler.first_run_seen
+        publishes = scheduler.first_run_seen or not (
+            (self.config.kind is EngineKind.SGLANG and self.config.role is Role.DECODE)
+            or (self.config.kind is EngineKind.VLLM and self.config.multiprocess))
         ranks = scheduler.snapshot()
         if self.config.kind is EngineKind.SGLANG:
             published = self.incarnation.ticks.view(ranks, self.setting, time.monotonic())

@@ -37,6 +37,14 @@ SGLANG_LEGACY_BOOTSTRAP_GAUGE = "sglang:num_prefill_prealloc_queue_reqs"
 # registry's process and platform collectors.
 _SINGLE_PROCESS_PREFIXES = ("process_", "python_")
 
+# The gauges vLLM's stat logger sets from each engine step's stats, never before the first: in
+# multiprocess mode (`--api-server-count` > 1) a replica that has served nothing declares them
+# with no series (measured on vLLM 0.32 with `--api-server-count 2`, docs/engines.md).
+VLLM_PER_STEP_GAUGES = frozenset({
+    "vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:num_requests_waiting_by_reason",
+    "vllm:kv_cache_usage_perc",
+})
+
 _CREATED = "_created"
 _CUMULATIVE_TYPES = frozenset({"counter", "histogram", "summary"})
 
@@ -202,10 +210,15 @@ class EngineTemplate:
 
     `deferred` are the scheduler families a decode server publishes only once its first request
     has run (empty for every other engine).
+
+    `unset` names the families that are declared (their HELP and TYPE lines) but have no series
+    until the first request has run: vLLM's per-step gauges in prometheus multiprocess mode, where
+    a gauge of `multiprocess_mode="mostrecent"` that no process has set yet has no sample.
     """
 
     families: Families
     deferred: Families
+    unset: frozenset[str] = frozenset()
 
 
 def engine_template(config: EngineConfig, start_time_s: float, pid: int) -> EngineTemplate:
@@ -233,4 +246,5 @@ def engine_template(config: EngineConfig, start_time_s: float, pid: int) -> Engi
         fams = with_pid(with_model_name(fresh_process(fams, start_time_s), config.model_name), pid)
         return multiprocess_mode(fams) if config.multiprocess else fams
 
-    return EngineTemplate(shape(families), shape(deferred))
+    unset = VLLM_PER_STEP_GAUGES if config.kind is EngineKind.VLLM and config.multiprocess else frozenset()
+    return EngineTemplate(shape(families), shape(deferred), unset)

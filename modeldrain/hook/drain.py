@@ -31,6 +31,7 @@ from modeldrain.hook.foreign_body import NOT_AN_ENGINE
 from modeldrain.hook.leader import LeaderReader
 from modeldrain.hook.outcome import Read, read_fields
 from modeldrain.hook.reader import EngineReader
+from modeldrain.hook.release_trust import start_words
 
 # While busy, a changed in-flight count is logged at most this often: a timeline people can
 # follow in `kubectl logs`, not a line per poll.
@@ -211,6 +212,7 @@ def _log_start(config: DrainConfig, plan: DrainPlan, log: EventLog, choice: Poli
         exit_policy=choice.policy.value,
         exit_policy_reason=choice.reason,
         log_mirror=log.mirror_status,
+        release_rules=list(start_words(rc.hint)) if config.leader is None else [],
     )
     # What the read configuration says of the local engine (no port found, a bad annotation) does
     # not apply to a worker that reads its leader's sidecar instead.

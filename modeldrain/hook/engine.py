@@ -59,6 +59,10 @@ class EngineHint:
     force_shutdown: bool | None = None
     # vLLM's --enable-server-load-tracking: its GET /load counts the API server's requests (modeldrain/hook/server_load.py).
     server_load_tracking: bool = False
+    # vLLM: how many data-parallel engine cores this API server fronts (its `engine` label values);
+    # SGLang: its --pp-size. None when not read from an argv or not a number.
+    data_parallel_engines: int | None = None
+    pipeline_parallel_size: int | None = None
 
     def merged(self, fallback: "EngineHint") -> "EngineHint":
         """Fill what this hint leaves open from a weaker one."""
@@ -77,6 +81,10 @@ class EngineHint:
             node_rank=self.node_rank if self.node_rank is not None else fallback.node_rank,
             force_shutdown=self.force_shutdown if self.force_shutdown is not None else fallback.force_shutdown,
             server_load_tracking=self.server_load_tracking or fallback.server_load_tracking,
+            data_parallel_engines=(self.data_parallel_engines if self.data_parallel_engines is not None
+                                   else fallback.data_parallel_engines),
+            pipeline_parallel_size=(self.pipeline_parallel_size if self.pipeline_parallel_size is not None
+                                    else fallback.pipeline_parallel_size),
         )
 
 
@@ -157,7 +165,33 @@ def hint_from_argv(argv: list[str], cwd: str | None = None, cut: str | None = No
         else None,
         server_load_tracking=kind is EngineKind.VLLM and args.switch(
             ("--enable-server-load-tracking",), "--no-enable-server-load-tracking") is not None,
+        data_parallel_engines=_data_parallel_engines(args) if kind is EngineKind.VLLM else None,
+        pipeline_parallel_size=(_positive(args.value("--pp-size", "--pipeline-parallel-size"), 1)
+                                if kind is EngineKind.SGLANG else None),
     )
+
+
+def _data_parallel_engines(args: EngineArgs) -> int | None:
+    """The engine cores a vLLM API server fronts: one with an external load balancer (each rank its own
+    server), the local ones with the hybrid one, all of them otherwise."""
+    external = args.switch(("--data-parallel-external-lb", "-dpe"), "--no-data-parallel-external-lb")
+    if external is not None or args.value("--data-parallel-rank", "-dpr") is not None:
+        return 1
+    local = args.value("--data-parallel-size-local", "-dpl")
+    if local is not None:
+        return _positive(local, 1)
+    return _positive(args.value("--data-parallel-size", "-dp"), 1)
+
+
+def _positive(text: str | None, default: int) -> int | None:
+    """A count flag's value: its default when absent, None when not a positive number."""
+    if text is None:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        return None
+    return value if value >= 1 else None
 
 
 def _node_rank(text: str | None) -> int | None:

@@ -68,10 +68,10 @@ class _BoundedLoader(yaml.SafeLoader):
             self._depth -= 1
 
 
-def load_config(text: str) -> dict[str, Any]:
+def load_config(text: str, deadline_s: float = PARSE_DEADLINE_S) -> dict[str, Any]:
     """The top-level mapping of `text` as yaml.safe_load gives it; ConfigUnreadable when it is not
     one the engine would start on, or is past a bound."""
-    loader = _BoundedLoader(text, time.monotonic() + PARSE_DEADLINE_S)
+    loader = _BoundedLoader(text, time.monotonic() + deadline_s)
     try:
         node = loader.get_single_node()
         if node is None:

@@ -42,7 +42,9 @@ from modeldrain.hook.gauges import (
     RESTART_COUNTERS,
     SCHEDULER_HEARTBEATS,
     SERIES_FILTERED,
+    SGLANG_PP_RANK_LABEL,
     SGLANG_ROLE_LABEL,
+    VLLM_ENGINE_LABEL,
     EngineKind,
     GaugeSet,
     Role,
@@ -104,6 +106,9 @@ class Sample:
     name: str  # canonical
     value: float  # a value too large for a float is +-inf
     role_label: str | None  # SGLang's engine_type label, when the sample carries one
+    # vLLM's `engine` and SGLang's `pp_rank` label on a work gauge's sample, when it carries one.
+    engine_label: str | None = None
+    pp_rank_label: str | None = None
 
 
 @dataclass(frozen=True)
@@ -115,6 +120,13 @@ class Exposition:
     kind: EngineKind | None  # from the wanted samples' prefixes, when they name one engine
     sglang_role: Role | None  # from the engine_type label of SGLang's samples, when one role
     whole_body: bool  # read from a full parse of the whole body (the oracle's own reading)
+    # Work gauges declared (`# TYPE ... gauge`) with no series, each followed by another family:
+    # in prometheus multiprocess mode, a gauge no process has set yet.
+    declared_unset: frozenset[str] = frozenset()
+    engines: frozenset[str] = frozenset()  # the `engine` label values of vLLM's work series
+    # ... and of its request counter's series, which every engine core's logger makes at start
+    counter_engines: frozenset[str] = frozenset()
+    pp_ranks: frozenset[str] = frozenset()  # the `pp_rank` label values of SGLang's work series
 
     @property
     def process_start_time(self) -> float | None:
@@ -142,6 +154,7 @@ class Measure:
     missing: tuple[str, ...]
     invalid: tuple[str, ...]  # gauges with a negative, NaN or infinite series
     overlapping: frozenset[str] = frozenset()  # gauges that count requests the others count too
+    unset: tuple[str, ...] = ()  # required gauges declared with no series (Exposition.declared_unset)
 
     @property
     def in_flight(self) -> float | None:
@@ -157,21 +170,22 @@ def parse(body: bytes, content_type: str = "", *, deadline_at: float) -> Exposit
     """The wanted samples, read on the lines that matter (the fast path); raises ExpositionError."""
     text, openmetrics, parse_by = _prepare(body, content_type, deadline_at)
     kept = _kept_lines(text, openmetrics)
-    samples = _parse_lines(kept, openmetrics, parse_by)
+    samples, declared = _parse_lines(kept, openmetrics, parse_by)
     if openmetrics:
         # OpenMetrics keeps the first of two samples of one series, the text grammar both: a body
         # whose wanted lines the two read differently is not read with certainty.
-        as_text = _parse_lines([line for line in kept if line != "# EOF\n"], False, parse_by)
-        if _series(as_text) != _series(samples):
+        as_text, declared_as_text = _parse_lines([line for line in kept if line != "# EOF\n"], False, parse_by)
+        if _series(as_text) != _series(samples) or declared_as_text != declared:
             raise ExpositionError("the OpenMetrics and text grammars read its work lines differently "
                                   "(a series given twice?)")
-    return _exposition(samples, whole_body=False)
+    return _exposition(samples, declared, whole_body=False)
 
 
 def parse_whole(body: bytes, content_type: str = "", *, deadline_at: float) -> Exposition:
     """The wanted samples from prometheus-client's parse of the whole body; raises ExpositionError."""
     text, openmetrics, parse_by = _prepare(body, content_type, deadline_at)
-    return _exposition(_parse_lines(io.StringIO(text), openmetrics, parse_by), whole_body=True)
+    samples, declared = _parse_lines(io.StringIO(text), openmetrics, parse_by)
+    return _exposition(samples, declared, whole_body=True)
 
 
 def measure(exposition: Exposition, gauges: GaugeSet) -> Measure:
@@ -185,19 +199,22 @@ def measure(exposition: Exposition, gauges: GaugeSet) -> Measure:
     missing: list[str] = []
     invalid: list[str] = []
     overlapping: set[str] = set()
+    unset: list[str] = []
     required = {gauge.name for gauge in gauges.required}
     for gauge in _gauges_of_kind(gauges):
         values = [v for n in gauge.names for v in exposition.series.get(n, ())]
         if not values:
             if gauge.name in required:
-                missing.append(gauge.name)
+                declared = any(n in exposition.declared_unset for n in gauge.names)
+                (unset if declared else missing).append(gauge.name)
             continue
         if any(not math.isfinite(v) or v < 0 for v in values):
             invalid.append(gauge.name)
         sums[gauge.name] = sum(values)
         if gauge.overlaps:
             overlapping.add(gauge.name)
-    return Measure(gauges=sums, missing=tuple(missing), invalid=tuple(invalid), overlapping=frozenset(overlapping))
+    return Measure(gauges=sums, missing=tuple(missing), invalid=tuple(invalid), overlapping=frozenset(overlapping),
+                   unset=tuple(unset))
 
 
 def _gauges_of_kind(gauges: GaugeSet) -> list[WorkGauge]:
@@ -292,19 +309,26 @@ def _bounded(lines: Iterable[str], deadline_at: float, openmetrics: bool) -> Ite
         yield line
 
 
-def _parse_lines(lines: Iterable[str], openmetrics: bool, deadline_at: float) -> list[Sample]:
+def _parse_lines(lines: Iterable[str], openmetrics: bool, deadline_at: float) -> tuple[list[Sample], frozenset[str]]:
+    """The wanted samples, and the work gauges declared as gauges with no sample (Exposition.declared_unset)."""
     parse_lines = _openmetrics_lines if openmetrics else _text_lines
     samples: list[Sample] = []
+    declared: set[str] = set()
+    last_family = ""
     ordinary: set[str] = set()  # names already found not to be a work gauge's in disguise
     try:
         # Both parsers iterate what they are given line by line (typed as a file; any iterable works).
         for family in parse_lines(cast(TextIO, _bounded(lines, deadline_at, openmetrics))):
             refuse_disguised(family.name)
+            last_family = CANONICAL.get(family.name, family.name)
+            if not family.samples and family.type == "gauge" and last_family in ALL_WORK_METRIC_NAMES:
+                declared.add(last_family)
             for sample in family.samples:
                 name = CANONICAL.get(sample.name)
                 if name is not None:
                     samples.append(Sample(name, _work_value(name, sample.labels, _as_float(sample.value)),
-                                          sample.labels.get(SGLANG_ROLE_LABEL)))
+                                          sample.labels.get(SGLANG_ROLE_LABEL),
+                                          sample.labels.get(VLLM_ENGINE_LABEL), sample.labels.get(SGLANG_PP_RANK_LABEL)))
                 elif sample.name not in ordinary:
                     refuse_disguised(sample.name)
                     ordinary.add(sample.name)
@@ -316,7 +340,9 @@ def _parse_lines(lines: Iterable[str], openmetrics: bool, deadline_at: float) ->
         raise ExpositionError(f"cannot parse exposition: {type(exc).__name__}: {str(exc)[:200]}") from None
     if time.monotonic() > deadline_at:
         raise ParseTimeout("parsing did not finish in the time left")
-    return samples
+    # A declaration the body ends on may be one cut before its samples: never read as unset.
+    declared.discard(last_family)
+    return samples, frozenset(declared)
 
 
 def _work_value(name: str, labels: dict[str, str], value: float) -> float:
@@ -343,7 +369,7 @@ def _series(samples: list[Sample]) -> dict[str, tuple[float, ...]]:
     return {name: tuple(values) for name, values in series.items()}
 
 
-def _exposition(samples: list[Sample], *, whole_body: bool) -> Exposition:
+def _exposition(samples: list[Sample], declared: frozenset[str], *, whole_body: bool) -> Exposition:
     kinds = {kind for prefix, kind in _KIND_BY_PREFIX.items() if any(s.name.startswith(prefix) for s in samples)}
     roles = {_ROLE_BY_LABEL.get(s.role_label or "") for s in samples
              if s.name.startswith(ENGINE_PREFIXES[EngineKind.SGLANG]) and s.role_label}
@@ -353,4 +379,13 @@ def _exposition(samples: list[Sample], *, whole_body: bool) -> Exposition:
         kind=kinds.pop() if len(kinds) == 1 else None,
         sglang_role=roles.pop() if len(roles) == 1 else None,
         whole_body=whole_body,
+        declared_unset=declared - {s.name for s in samples},
+        engines=frozenset(s.engine_label for s in samples
+                          if s.engine_label is not None and s.name in ALL_WORK_METRIC_NAMES
+                          and s.name.startswith(ENGINE_PREFIXES[EngineKind.VLLM])),
+        counter_engines=frozenset(s.engine_label for s in samples
+                                  if s.engine_label is not None and s.name == RESTART_COUNTERS[EngineKind.VLLM]),
+        pp_ranks=frozenset(s.pp_rank_label for s in samples
+                           if s.pp_rank_label is not None and s.name in ALL_WORK_METRIC_NAMES
+                           and s.name.startswith(ENGINE_PREFIXES[EngineKind.SGLANG])),
     )

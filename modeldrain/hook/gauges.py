@@ -83,8 +83,14 @@ def _gauges(*names: str | tuple[str, ...]) -> tuple[WorkGauge, ...]:
     return tuple(WorkGauge(n if isinstance(n, tuple) else (n,)) for n in names)
 
 
-# vLLM: not vllm:num_requests_waiting_by_reason, which repeats waiting split by reason.
-VLLM_GAUGES = _gauges("vllm:num_requests_running", "vllm:num_requests_waiting")
+# vLLM: not vllm:num_requests_waiting_by_reason, which repeats waiting split by reason. V0's
+# engine (vllm/engine/metrics.py, the default before 0.8 and selectable through 0.10) also counts
+# the requests it preempted to CPU memory in vllm:num_requests_swapped, which neither other gauge
+# counts: optional, as V1 has no such gauge. Data parallel's `engine` label: every engine summed.
+VLLM_SWAPPED = WorkGauge(("vllm:num_requests_swapped",), optional=True)
+VLLM_GAUGES = _gauges("vllm:num_requests_running", "vllm:num_requests_waiting") + (VLLM_SWAPPED,)
+# The label vLLM puts on each work series under data parallel: the engine core's index.
+VLLM_ENGINE_LABEL = "engine"
 
 # SGLang's structured-output requests wait for their grammar in the grammar manager, outside
 # waiting_queue (num_queue_reqs): measured on SGLang 0.5.23, num_grammar_queue_reqs held them
@@ -115,11 +121,15 @@ SGLANG_HTTP_ACTIVE = WorkGauge((SGLANG_HTTP_ACTIVE_GAUGE,), optional=True, not_w
 
 SGLANG_GAUGES = _gauges("sglang:num_running_reqs", "sglang:num_queue_reqs") + (SGLANG_GRAMMAR_QUEUE, SGLANG_HTTP_ACTIVE)
 
-# SGLang releases before May 2026 name the bootstrap queue "prealloc"; either satisfies it.
+# SGLang releases before May 2026 name the bootstrap queue "prealloc"; either satisfies it. Releases
+# before sgl-project/sglang#5357 (through 0.4.6, docs/compatibility.md) spell the transfer queue
+# "infight": either satisfies it too.
 SGLANG_PREFILL_GAUGES = SGLANG_GAUGES + _gauges(
     ("sglang:num_prefill_bootstrap_queue_reqs", "sglang:num_prefill_prealloc_queue_reqs"),
-    "sglang:num_prefill_inflight_queue_reqs",
+    ("sglang:num_prefill_inflight_queue_reqs", "sglang:num_prefill_infight_queue_reqs"),
 )
+# The label SGLang puts on each scheduler series: its pipeline stage.
+SGLANG_PP_RANK_LABEL = "pp_rank"
 
 SGLANG_DECODE_GAUGES = SGLANG_GAUGES + _gauges(
     "sglang:num_decode_prealloc_queue_reqs",
@@ -185,3 +195,62 @@ def gauge_set(kind: EngineKind, role: Role = Role.UNIFIED) -> GaugeSet:
     if kind is EngineKind.VLLM:
         role = Role.UNIFIED
     return GAUGE_SETS[(kind, role)]
+
+
+# Gauges the engines define whose names say they count requests, but that hold no work of their
+# own: each with the reason (engines/compat.py lists every release's; a gauge neither read nor
+# named here makes that release unsupported in docs/compatibility.md).
+NOT_WORK_GAUGES: dict[str, str] = {
+    "vllm:num_requests_waiting_by_reason": "repeats vllm:num_requests_waiting, split by reason",
+    "vllm:num_requests_kv_fetch_by_stage": "repeats vllm:num_requests_waiting, split by the stage of a KV "
+                                           "consumer's async load",
+    "sglang:num_retracted_reqs": "a count of retractions since the scheduler's last stats line, reset "
+                                 "after each; the retracted requests wait in the queue num_queue_reqs counts",
+    "sglang:num_paused_reqs": "a count of pauses since the scheduler's last stats line, reset after each; "
+                              "the paused requests stay in the batch or queue the other gauges count",
+    "sglang:num_running_reqs_offline_batch": "a part of num_running_reqs (its low-priority offline requests), "
+                                             "and set to 0 by every release that defines it (0.5.2 to 0.5.10)",
+    "sglang:num_decode_deferred_kv_release_reqs": "aborted transfers whose client already has its answer",
+    "sglang:num_decode_host_receive_queue_reqs": "a part of the transfer queue num_decode_transfer_queue_reqs "
+                                                 "counts (read twice if read)",
+}
+
+
+@dataclass(frozen=True)
+class ReleaseRule:
+    """A fact about some releases or configurations that changes what their gauges mean."""
+
+    applies: str  # which releases and configurations, in words
+    summary: str  # what the hook does there, in a few words (the compatibility table's cell)
+    words: str  # what the hook does, and the fix, in a sentence
+
+
+RELEASE_RULES: dict[str, ReleaseRule] = {
+    "vllm_v0_swapped": ReleaseRule(
+        "vLLM releases with the V0 engine (VLLM_USE_V1=0)",
+        "V0's swapped requests counted",
+        "vllm:num_requests_swapped (requests preempted to CPU memory) is summed with running and waiting."),
+    "vllm_dp_last_engine_only": ReleaseRule(
+        "vLLM before vllm-project/vllm#21257 (0.10.1) with --data-parallel-size > 1",
+        "data parallel: held unless every engine's series is there",
+        "only the last engine core's gauges are exported, so their sum can read idle while the other engines "
+        "work: never read idle, held to the deadline. Fix: vLLM 0.10.1 or newer, or one engine per replica."),
+    "vllm_server_load": ReleaseRule(
+        "vLLM with --enable-server-load-tracking",
+        "with --enable-server-load-tracking, GET /load confirms an idle read",
+        "an idle read stays idle only when GET /load also counts 0 (the API server's requests)."),
+    "sglang_prefill_infight": ReleaseRule(
+        "SGLang before sgl-project/sglang#5357, as a prefill server",
+        "reads the \"infight\" spelling",
+        "sglang:num_prefill_infight_queue_reqs (sic) counts as the prefill transfer queue."),
+    "sglang_pipeline_parallel": ReleaseRule(
+        "SGLang with --pp-size > 1 (sgl-project/sglang#32158)",
+        "pipeline parallel: held",
+        "its gauges undercount running requests under pipeline parallelism, so a zero is no proof of idle: "
+        "never read idle, held to the deadline. Fix: run without --pp-size, or with a release that fixes #32158."),
+    "sglang_enable_metrics": ReleaseRule(
+        "SGLang without --enable-metrics",
+        "nothing to measure without --enable-metrics",
+        "/metrics answers 404, so the hook ends at once (nothing can be measured) and says to start SGLang "
+        "with --enable-metrics; `prestop lint` finds the missing flag in a manifest."),
+}

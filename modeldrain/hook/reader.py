@@ -16,8 +16,9 @@ from modeldrain.hook.engine import EngineHint
 from modeldrain.hook.fetch import FetchError, fetch
 from modeldrain.hook.foreign_body import not_an_engine
 from modeldrain.hook.freshness import Heartbeat, stale_zero
-from modeldrain.hook.gauges import EngineKind, Role, gauge_set
+from modeldrain.hook.gauges import DEFAULT_METRICS_PATH, EngineKind, Role, gauge_set
 from modeldrain.hook.outcome import Read, ReadOutcome
+from modeldrain.hook.release_trust import unset_refusal, untrusted
 from modeldrain.hook.server_load import LOAD_PATH, MAX_LOAD_BODY_BYTES, ServerLoadError, parse_server_load
 from modeldrain.hook.target import Target
 
@@ -51,13 +52,27 @@ def _read(target: Target, hint: EngineHint, started_at: float, *, timeout_s: flo
     try:
         response = fetch(target, timeout_s=timeout_s, max_body_bytes=max_body_bytes)
     except FetchError as exc:
-        read = replace(base, outcome=exc.outcome, detail=exc.detail, http_status=exc.status)
+        detail = exc.detail
+        if exc.status == HTTP_NOT_FOUND and target.path == DEFAULT_METRICS_PATH and hint.kind is not EngineKind.VLLM:
+            detail = f"{detail}: {_sglang_without_metrics(hint)}"
+        read = replace(base, outcome=exc.outcome, detail=detail, http_status=exc.status)
     else:
         fetched = replace(base, http_status=response.status, body_bytes=len(response.body))
         read = classify_body(fetched, response.body, response.content_type, hint, deadline_at=started_at + timeout_s)
         if read.outcome is ReadOutcome.IDLE and read.kind is EngineKind.VLLM and hint.server_load_tracking:
             read = _with_server_load(read, target, deadline_at=started_at + timeout_s)
     return replace(read, duration_s=time.monotonic() - started_at)
+
+
+HTTP_NOT_FOUND = 404
+
+
+def _sglang_without_metrics(hint: EngineHint) -> str:
+    """Why a 404 on /metrics leaves nothing to measure: SGLang serves it only with --enable-metrics."""
+    rule = "SGLang serves /metrics only when started with --enable-metrics (off by default)"
+    if hint.kind is EngineKind.SGLANG:
+        return f"{rule}: nothing can be measured; add --enable-metrics to the engine's command"
+    return f"nothing can be measured here; if the engine is SGLang, {rule}: add it to the engine's command"
 
 
 def _with_server_load(read: Read, target: Target, *, deadline_at: float) -> Read:
@@ -110,13 +125,27 @@ def _classify(fetched: Read, parsed: exposition.Exposition, hint: EngineHint) ->
     if measured.invalid:
         return replace(read, outcome=ReadOutcome.INVALID_VALUE,
                        detail="negative, NaN or infinite value in " + ", ".join(measured.invalid))
+    unset_words = ""
+    if measured.unset:
+        refusal = unset_refusal(kind, parsed, measured)
+        if refusal is not None:
+            return replace(read, outcome=ReadOutcome.INCOMPLETE, in_flight=None,
+                           missing=measured.missing + measured.unset, detail=refusal)
+        measured = replace(measured, gauges={**measured.gauges, **dict.fromkeys(measured.unset, 0.0)}, unset=())
+        unset_words = ("; never served in prometheus multiprocess mode: declared with no series yet, "
+                       "read as 0")
+        read = replace(read, gauges=measured.gauges)
     # Nothing of the set present measures nothing: no in-flight count, not a zero.
     in_flight = measured.in_flight if measured.gauges else None
     read = replace(read, in_flight=in_flight)
     if measured.missing:
         return replace(read, outcome=ReadOutcome.INCOMPLETE, detail="missing " + ", ".join(measured.missing))
     if in_flight == 0:
-        return replace(read, outcome=ReadOutcome.IDLE, detail="every work gauge reads zero (the whole body parsed)")
+        distrust = untrusted(kind, hint, parsed)
+        if distrust is not None:
+            return replace(read, outcome=ReadOutcome.INCOMPLETE, detail=f"every work gauge reads zero, but {distrust}")
+        return replace(read, outcome=ReadOutcome.IDLE,
+                       detail="every work gauge reads zero (the whole body parsed)" + unset_words)
     return replace(read, outcome=ReadOutcome.BUSY, detail=f"{in_flight:g} in flight")
 
 

@@ -13,7 +13,9 @@ ours are:
 - TMPDIR: the static executable unpacks itself there: inside the volume `prestop install` filled,
   or at least somewhere writable on a read-only root;
 - token: a worker that follows its leader carries the leader's token, and every token file named
-  is in a volume mounted into the container that reads it.
+  is in a volume mounted into the container that reads it;
+- metrics: an SGLang engine is started with `--enable-metrics`, without which it serves no
+  /metrics (a 404) and nothing can be measured.
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ PRESTOP_IMAGE_NAME = "prestop"
 SIDECAR_IMAGE_NAME = "drain-sidecar"
 
 _HTTP_GRACE = re.compile(r"[?&]grace=([^&]*)")
+# SGLang's switch for /metrics (off by default), and its flag that may set it from a file instead.
+SGLANG_METRICS_FLAG = "--enable-metrics"
+SGLANG_CONFIG_FLAG = "--config"
 
 
 @dataclass(frozen=True)
@@ -151,6 +156,22 @@ def _lint(template: PodTemplate) -> Iterator[Finding]:
     for container in template.containers():
         if image_name(str(container.get("image", ""))) == SIDECAR_IMAGE_NAME:
             yield from _sidecar_token(template, container)
+    for container in containers:
+        yield from _sglang_metrics(template, container)
+
+
+def _sglang_metrics(template: PodTemplate, container: dict[str, Any]) -> Iterator[Finding]:
+    """An SGLang server's command without --enable-metrics: its /metrics answers 404. A command with
+    --config may set it in the file, which is not read here: no finding."""
+    words = [word for arg in _argv(container) for word in arg.split()]
+    sglang = "sglang.launch_server" in words or any(
+        posixpath.basename(word) == "sglang" and words[i + 1:i + 2] == ["serve"] for i, word in enumerate(words))
+    given = {word.split("=", 1)[0] for word in words}
+    if sglang and SGLANG_METRICS_FLAG not in given and SGLANG_CONFIG_FLAG not in given:
+        yield Finding(template.source, _name(container), "args",
+                      f"SGLang runs without {SGLANG_METRICS_FLAG}: it serves no /metrics (HTTP 404), so neither "
+                      f"the hook nor drain-sidecar can measure its work and a deletion cuts what runs; add "
+                      f"{SGLANG_METRICS_FLAG} to its command")
 
 
 def _name(container: dict[str, Any]) -> str:

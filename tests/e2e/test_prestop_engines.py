@@ -68,6 +68,25 @@ def test_vllm_data_parallel_series_are_summed():
     assert run.code == 10
 
 
+def test_vllm_multiprocess_that_served_nothing_drains_idle():
+    # --api-server-count 2 before any request: the work gauges declared with no series (issue 26).
+    with EngineProcess("--kind", "vllm", "--multiprocess") as engine:
+        _, data = engine.get("/metrics")
+        body = data.decode()
+        run = run_prestop(*FAST, "--port", str(engine.port))
+    assert "# TYPE vllm:num_requests_running gauge" in body and "\nvllm:num_requests_running{" not in body
+    assert run.code == 0, run.stderr
+    assert states(run) == [("idle", "vllm", "unified")]
+    assert "multiprocess" in run.event("read_state")["detail"]
+
+
+def test_sglang_without_enable_metrics_ends_at_once_naming_the_flag():
+    with EngineProcess("--kind", "sglang", "--without-metrics") as engine:
+        run = run_prestop(*FAST, "--port", str(engine.port), "--engine", "sglang")
+    assert run.code == 11, run.stderr
+    assert "--enable-metrics" in run.event("drain_finished")["reason"]
+
+
 def test_openmetrics_only_engine_is_read():
     with EngineProcess("--kind", "vllm", "--format", "openmetrics") as engine:
         run = run_prestop(*FAST, "--port", str(engine.port))

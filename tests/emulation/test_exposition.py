@@ -88,6 +88,19 @@ def test_vllm_single_process_has_start_time_multiprocess_not():
     assert "vllm:num_requests_running" in multi
 
 
+def test_vllm_multiprocess_never_served_declares_its_per_step_gauges_with_no_series():
+    # vLLM 0.32 with --api-server-count 2 before its first request (docs/engines.md): the work
+    # gauges' HELP and TYPE lines and no sample; the counters at 0, cache_config_info set at start.
+    fresh = {f.name: f for f in parse_text(render("--kind", "vllm", "--multiprocess", published=False))}
+    for name in ("vllm:num_requests_running", "vllm:num_requests_waiting"):
+        assert fresh[name].type == "gauge" and fresh[name].samples == []
+    assert fresh["vllm:request_success"].samples and fresh["vllm:cache_config_info"].samples
+    served = {f.name: f for f in parse_text(render("--kind", "vllm", "--multiprocess", published=True))}
+    assert [s.value for s in served["vllm:num_requests_running"].samples] == [0.0]
+    single = {f.name: f for f in parse_text(render("--kind", "vllm", published=False))}
+    assert [s.value for s in single["vllm:num_requests_running"].samples] == [0.0]
+
+
 def test_sglang_never_has_start_time():
     assert "process_start_time_seconds" not in render("--kind", "sglang")
 

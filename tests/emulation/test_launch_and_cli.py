@@ -38,8 +38,11 @@ def test_sglang_module_shape_with_role():
 def test_engine_flags_translate():
     assert emulator_args("vllm", ["serve", "m", "--port=9000", "-dp", "2", "--gpu-memory-utilization", "0.9"]) == [
         "--kind", "vllm", "--port", "9000", "--dp", "2", "--multiprocess"]
-    assert emulator_args("sglang", ["--model-path", "m", "--dp-size", "2", "--disaggregation-mode", "decode"]) == [
+    assert emulator_args("sglang", ["--model-path", "m", "--dp-size", "2", "--disaggregation-mode", "decode",
+                                    "--enable-metrics"]) == [
         "--kind", "sglang", "--port", "30000", "--dp", "2", "--role", "decode"]
+    # Without --enable-metrics SGLang serves no /metrics (a 404), and nor does its emulator.
+    assert emulator_args("sglang", ["--model-path", "m"])[-1] == "--without-metrics"
 
 
 def test_tls(tmp_path):

@@ -88,7 +88,25 @@ def oracle_series(body: bytes, content_type: str) -> dict[str, tuple[float, ...]
             if name is not None:
                 value = as_float(sample.value)
                 series.setdefault(name, []).append(0.0 if _not_work(name, sample.labels, value) else value)
+    for name in _never_served_multiprocess(families, series):
+        series[name] = [0.0]
     return {k: tuple(v) for k, v in series.items()}
+
+
+def _never_served_multiprocess(families: list, series: dict[str, list[float]]) -> list[str]:
+    """vLLM's required work gauges that a never-served multiprocess body declares with no sample
+    (issue 26): each a gauge family without samples that is not the body's last family, in a body
+    without process_start_time_seconds whose vllm:request_success_total is there and sums to 0."""
+    required = [g.name for g in gauge_set(EngineKind.VLLM, Role.UNIFIED).required]
+    empty = {CANONICAL.get(f.name, f.name) for f in families[:-1] if f.type == "gauge" and not f.samples}
+    unset = [n for n in required if n not in series and n in empty]
+    if not unset or any(n not in series and n not in empty for n in required):
+        return []
+    starts = [s for f in families for s in f.samples if s.name == "process_start_time_seconds"]
+    finished = series.get("vllm:request_success_total")
+    if starts or not finished or sum(finished) != 0:
+        return []
+    return unset
 
 
 @dataclass(frozen=True)

@@ -232,3 +232,13 @@ def test_an_explicit_exit_reserve_is_kept_whatever_the_role(logged):
     assert events[0]["exit_reserve_reason"] == "--exit-reserve"
     assert result.elapsed_s == pytest.approx(25.0)
     assert not [e for e in events if e["event"] == "exit_reserve_changed"]
+
+
+def test_drain_started_names_the_release_rule_the_argv_shows(logged):
+    # Issue 26: SGLang with --pp-size > 1 undercounts running requests; the start says so and why.
+    hint = EngineHint(kind=EngineKind.SGLANG, role=Role.UNIFIED, source="cmdline", pipeline_parallel_size=2)
+    _, _, events = drain([IDLE], logged, hint=hint)
+    (rule,) = events[0]["release_rules"]
+    assert events[0]["event"] == "drain_started" and "32158" in rule and "--pp-size" in rule
+    _, _, plain = drain([IDLE], logged)
+    assert plain[0]["release_rules"] == []

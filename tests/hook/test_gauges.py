@@ -15,8 +15,20 @@ def test_vllm_has_no_disaggregation_role():
 
 
 def test_vllm_counts_running_and_waiting_but_not_waiting_by_reason():
-    names = {g.name for g in gauge_set(EngineKind.VLLM).gauges}
+    names = {g.name for g in gauge_set(EngineKind.VLLM).required}
     assert names == {"vllm:num_requests_running", "vllm:num_requests_waiting"}
+
+
+def test_vllm_v0_swapped_requests_count_where_exported():
+    # V0 (vllm/engine/metrics.py) preempts requests to CPU memory and counts them in neither gauge.
+    swapped = [g for g in gauge_set(EngineKind.VLLM).gauges if g.name == "vllm:num_requests_swapped"]
+    assert swapped and swapped[0].optional
+
+
+def test_the_pre_5357_prefill_transfer_queue_spelling_counts():
+    inflight = next(g for g in gauge_set(EngineKind.SGLANG, Role.PREFILL).gauges
+                    if g.name == "sglang:num_prefill_inflight_queue_reqs")
+    assert "sglang:num_prefill_infight_queue_reqs" in inflight.names and not inflight.optional
 
 
 @pytest.mark.parametrize("role, extra", [

@@ -281,3 +281,22 @@ def test_at_a_port_that_is_a_guess_a_refusal_is_not_nothing_listens():
 
 def test_at_a_port_that_is_a_guess_a_busy_answer_is_still_busy(serve):
     assert read(replace(serve(canned(http_response(BUSY))), source=UNKNOWN_PORT_SOURCE)).outcome is ReadOutcome.BUSY
+
+
+NOT_FOUND = canned(http_response(b'{"detail":"Not Found"}', status="404 Not Found"))
+
+
+@pytest.mark.parametrize("hint, words", [
+    (EngineHint(kind=EngineKind.SGLANG, source="cmdline"), "add --enable-metrics"),
+    (NOHINT, "if the engine is SGLang"),
+])
+def test_a_404_on_metrics_names_sglangs_enable_metrics(serve, hint, words):
+    # Issue 26: SGLang serves /metrics only with --enable-metrics; the 404 still ends the drain.
+    r = read(serve(NOT_FOUND), hint=hint)
+    assert r.outcome is ReadOutcome.HTTP_ERROR and r.http_status == 404
+    assert "--enable-metrics" in r.detail and words in r.detail
+
+
+def test_a_404_from_vllm_says_nothing_of_sglang(serve):
+    r = read(serve(NOT_FOUND), hint=EngineHint(kind=EngineKind.VLLM, source="flag"))
+    assert r.outcome is ReadOutcome.HTTP_ERROR and "enable-metrics" not in r.detail

@@ -176,3 +176,28 @@ def test_flag_values_and_image_names_are_read_as_the_programs_read_them():
     assert flag_value(["--grace"], "--grace") is None
     assert image_name("registry.example.com:5000/modeldrain/prestop:0.1.0") == "prestop"
     assert image_name("modeldrain/drain-sidecar@sha256:abc") == "drain-sidecar"
+
+
+SGLANG_POD = {
+    "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "sglang"},
+    "spec": {"containers": [{"name": "engine", "image": "lmsysorg/sglang:v0.5.23",
+                             "command": ["python3", "-m", "sglang.launch_server"],
+                             "args": ["--model-path", "m", "--port", "30000"]}]},
+}
+
+
+@pytest.mark.parametrize("command, args, found", [
+    (["python3", "-m", "sglang.launch_server"], ["--model-path", "m"], True),
+    (["sglang", "serve"], ["--model-path", "m"], True),
+    (["/bin/sh", "-c", "exec python3 -m sglang.launch_server --model-path m"], [], True),
+    (["python3", "-m", "sglang.launch_server"], ["--model-path", "m", "--enable-metrics"], False),
+    (["python3", "-m", "sglang.launch_server"], ["--config", "/etc/sglang.yaml"], False),  # may set it there
+    (["vllm", "serve"], ["m"], False),
+])
+def test_sglang_without_enable_metrics_is_a_finding(command, args, found):
+    body = copy.deepcopy(SGLANG_POD)
+    body["spec"]["containers"][0].update(command=command, args=args)
+    words = [f for f in findings(body) if "--enable-metrics" in f.message]
+    assert bool(words) is found
+    if found:
+        assert words[0].container == "engine" and "404" in words[0].message

@@ -113,6 +113,32 @@ def test_listeners_that_are_not_a_metrics_endpoint(reply, outcome):
     assert body["read"]["engine"] == "sglang"
 
 
+def test_sglang_without_enable_metrics_says_why_nothing_can_be_measured():
+    # Issue 26: SGLang serves /metrics only with --enable-metrics; FastAPI answers the route 404.
+    reply = b'HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: 22\r\n\r\n{"detail":"Not Found"}'
+    with RawServer(canned(reply)) as listener, SidecarProcess("--port", str(listener.port), "--engine", "sglang") as s:
+        body = s.work()
+    assert body["read"]["verdict"] == "unmeasurable" and body["read"]["http_status"] == 404
+    assert "--enable-metrics" in body["read"]["detail"], body["read"]
+
+
+def test_a_vllm_never_served_in_multiprocess_mode_reads_idle():
+    # Issue 26: --api-server-count 2 before any request: the work gauges declared with no series.
+    with EngineProcess("--kind", "vllm", "--multiprocess") as engine, SidecarProcess("--port", str(engine.port)) as s:
+        body = s.work()
+    assert body["read"]["outcome"] == "idle" and body["read"]["in_flight"] == 0, body["read"]
+    assert "multiprocess" in body["read"]["detail"]
+
+
+def test_sglang_pipeline_parallel_is_held_with_the_rule_in_words():
+    series = "".join(f'sglang:{n}{{engine_type="unified",tp_rank="0",pp_rank="{r}"}} 0\n'
+                     for n in ("num_running_reqs", "num_queue_reqs") for r in "01").encode()
+    reply = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(series), series)
+    with RawServer(canned(reply)) as listener, SidecarProcess("--port", str(listener.port)) as s:
+        body = s.work()
+    assert body["read"]["verdict"] == "busy" and "32158" in body["read"]["detail"], body["read"]
+
+
 def test_sglang_decode_before_its_first_request_is_incomplete_and_restart_without_start_time():
     with EngineProcess("--kind", "sglang", "--role", "decode") as engine, \
             SidecarProcess("--port", str(engine.port)) as s:
