@@ -124,7 +124,7 @@ def hint_from_argv(argv: list[str], cwd: str | None = None) -> EngineHint | None
     """Recognize `vllm serve …`, vLLM's api_server module, and SGLang's launch_server; read their
     flags as the engine's parser does (hook.engine_argv). `cwd`: the engine's working directory,
     where a relative --config path is."""
-    kind = _kind_of(argv)
+    kind = engine_kind(argv)
     if kind is None:
         return None
     args = EngineArgs.read(argv, cwd)
@@ -236,8 +236,9 @@ def _pid_namespace(proc_root: str, pid: str) -> str | None:
         return None
 
 
-def _kind_of(argv: list[str]) -> EngineKind | None:
-    """The engine argv runs: its program, or the script or module a Python interpreter runs."""
+def engine_kind(argv: list[str]) -> EngineKind | None:
+    """The engine argv runs: its program, or the script or module a Python interpreter runs
+    (also what `modeldrain lint` and `modeldrain inject` recognise an engine container by)."""
     if not argv:
         return None
     program, rest = os.path.basename(argv[0]), argv[1:]

@@ -100,12 +100,60 @@ def test_an_annotation_that_disagrees_with_the_engines_port_is_found():
     assert "is 8490 but the engine's command says --port 8000" in finding.message
 
 
-def test_a_tmpdir_outside_the_installed_volume_is_found():
+def test_a_tmpdir_outside_the_installed_volume_on_a_read_only_root_is_found():
     def wrong_tmpdir(body):
         engine(body)["env"] = [{"name": "TMPDIR", "value": "/tmp"}]
 
     (finding,) = broken("pod-prestop-init-container.yaml", wrong_tmpdir)
-    assert finding.field == "env[TMPDIR]" and "not '/drain/tmp'" in finding.message
+    assert finding.field == "env[TMPDIR]" and "read-only" in finding.message
+    assert "set it to '/drain/tmp'" in finding.message
+
+
+def test_a_writable_root_needs_no_tmpdir():
+    """The engine keeps its own /tmp: a TMPDIR moved into the drain volume would put the
+    engine's own temporary files under the volume's size limit too."""
+    def stock(body):
+        del engine(body)["securityContext"]
+        engine(body)["env"] = [e for e in engine(body)["env"] if e["name"] != "TMPDIR"]
+
+    assert broken("pod-prestop-init-container.yaml", stock) == []
+
+
+def test_an_engine_without_the_hook_beside_one_with_it_is_found():
+    """A log shipper listed first took the hook (a kustomize component's containers.0)."""
+    def shipper_first(body):
+        containers = body["spec"]["containers"]
+        shipper = {"name": "fluent-bit", "image": "fluent/fluent-bit:3.0", "lifecycle": engine(body).pop("lifecycle"),
+                   "volumeMounts": engine(body)["volumeMounts"], "env": engine(body)["env"]}
+        containers.insert(0, shipper)
+
+    findings_ = broken("pod-prestop-init-container.yaml", shipper_first)
+    assert [(f.container, f.field) for f in findings_] == [("engine", "lifecycle.preStop")]
+    assert "runs vllm but has no drain hook, which is on fluent-bit" in findings_[0].message
+
+
+def test_an_engine_under_sh_c_has_its_port_read():
+    def wrapped(body):
+        body["metadata"]["annotations"]["prometheus.io/port"] = "8000"
+        engine(body)["command"] = ["sh", "-c", "cd /models && exec vllm serve /models/tiny --port 9000"]
+        engine(body).pop("args", None)
+
+    (finding,) = broken("pod-drain-sidecar.yaml", wrapped)
+    assert finding.field == "metadata.annotations[prometheus.io/port]"
+    assert "is 8000 but the engine's command says --port 9000" in finding.message
+
+
+def test_a_poststart_of_the_users_chained_after_the_guard_passes_and_another_does_not():
+    def chained(body):
+        engine(body)["lifecycle"]["postStart"]["exec"]["command"] = [
+            "/bin/sh", "-c", '/drain/prestop version && exec "$0" "$@"', "touch", "/tmp/started"]
+
+    assert broken("pod-prestop-init-container.yaml", chained) == []
+
+    def replaced(body):
+        engine(body)["lifecycle"]["postStart"]["exec"]["command"] = ["touch", "/tmp/started"]
+
+    assert [f.field for f in broken("pod-prestop-init-container.yaml", replaced)] == ["lifecycle.postStart.exec.command"]
 
 
 def test_a_read_only_root_without_a_writable_tmpdir_is_found():
