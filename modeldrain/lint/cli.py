@@ -16,7 +16,7 @@ import sys
 from typing import Any
 
 from modeldrain.hook.exitcodes import ExitCode
-from modeldrain.hook.flags import Parser
+from modeldrain.hook.flags import Parser, seconds_arg
 from modeldrain.lint import manifest_files
 from modeldrain.lint.manifest_rules import Finding, lint
 from modeldrain.lint.pod_templates import NotAManifest, PodTemplate, templates_of
@@ -38,6 +38,9 @@ def lint_parser(prog: str = "prestop lint") -> argparse.ArgumentParser:
     parser = Parser(prog=prog, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
                     description="Check that each Pod template's hook, grace, annotations, TMPDIR and token agree.")
     parser.add_argument("files", nargs="+", metavar="FILE", help="manifests: JSON, or YAML (one or more documents)")
+    parser.add_argument("--longest-request", type=seconds_arg("--longest-request", inclusive=False), metavar="SECONDS",
+                        help="also find each Pod whose grace is too short to finish a request this long "
+                             "(docs/prestop.md, \"Choosing G\")")
     return parser
 
 
@@ -69,7 +72,7 @@ def run_lint(argv: list[str], prog: str = "prestop lint") -> int:
         for path in args.files:
             for template in templates_in(path):
                 templates += 1
-                findings.extend(lint(template))
+                findings.extend(lint(template, args.longest_request))
     except UnreadableFile as exc:
         print(f"prestop lint: {exc}", file=sys.stderr)
         return ExitCode.USAGE

@@ -26,7 +26,14 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from modeldrain.hook.annotations import DEFAULT_ANNOTATIONS_FILE, PORT_ANNOTATION
-from modeldrain.hook.constants import DEFAULT_GRACE_S, SIDECAR_PORT
+from modeldrain.hook.constants import (
+    DEFAULT_GRACE_S,
+    EXIT_RESERVE_S,
+    ROUTE_WAIT_S,
+    SIDECAR_PORT,
+    SPLIT_ROLE_EXIT_RESERVE_S,
+)
+from modeldrain.hook.gauges import EngineKind
 from modeldrain.lint.engine_containers import engine_containers, engine_run
 from modeldrain.lint.pod_templates import PodTemplate
 
@@ -137,9 +144,49 @@ def _argv(container: dict[str, Any]) -> list[str]:
     return _strings(container.get("command")) + _strings(container.get("args"))
 
 
-def lint(template: PodTemplate) -> list[Finding]:
-    """Every finding for one Pod template; [] when hook, grace, annotations, TMPDIR and token agree."""
-    return list(_lint(template))
+def lint(template: PodTemplate, longest_request_s: float | None = None) -> list[Finding]:
+    """Every finding for one Pod template; [] when hook, grace, annotations, TMPDIR and token agree
+    (and, given the longest request to finish, G leaves room for it)."""
+    findings = list(_lint(template))
+    if longest_request_s is not None:
+        findings += _room_for(template, longest_request_s)
+    return findings
+
+
+def needed_grace(longest_request_s: float, route_wait_s: float, exit_reserve_s: float) -> float:
+    """docs/prestop.md, "Choosing G": a request that starts as the route wait ends must finish
+    before the hook's deadline, which leaves the engine its exit reserve before SIGKILL."""
+    return route_wait_s + longest_request_s + exit_reserve_s
+
+
+def _room_for(template: PodTemplate, longest_s: float) -> Iterator[Finding]:
+    for container in _dicts(template.spec.get("containers")):
+        command = hook_command(container)
+        if not command and not hook_http(container):
+            continue
+        run = engine_run(container)
+        split = run is not None and run.kind is EngineKind.SGLANG and \
+            flag_value(list(run.argv), "--disaggregation-mode") in ("prefill", "decode")
+        reserve = _seconds(flag_value(command[1:], "--exit-reserve")) if command else None
+        if reserve is None:
+            reserve = SPLIT_ROLE_EXIT_RESERVE_S if split else EXIT_RESERVE_S
+        route_wait = _seconds(flag_value(command[1:], "--route-wait")) if command else None
+        route_wait = ROUTE_WAIT_S if route_wait is None else route_wait
+        needed = needed_grace(longest_s, route_wait, reserve)
+        if template.grace_s < needed:
+            role = ", an SGLang prefill or decode server's" if split else ""
+            yield Finding(template.source, _name(container), "terminationGracePeriodSeconds",
+                          f"is {template.grace_s}: a {longest_s:g} s request that starts as the route wait ends needs "
+                          f"G >= {needed:g} ({route_wait:g} s route wait + {longest_s:g} s + {reserve:g} s exit reserve"
+                          f"{role}); the hook returns at G - {reserve:g} and SIGTERM cuts the rest: raise G "
+                          "(docs/prestop.md, \"Choosing G\")")
+
+
+def _seconds(text: str | None) -> float | None:
+    try:
+        return float(text) if text is not None else None
+    except ValueError:
+        return None
 
 
 def _lint(template: PodTemplate) -> Iterator[Finding]:

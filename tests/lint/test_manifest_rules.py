@@ -224,3 +224,38 @@ def test_flag_values_and_image_names_are_read_as_the_programs_read_them():
     assert flag_value(["--grace"], "--grace") is None
     assert image_name("registry.example.com:5000/modeldrain/prestop:0.1.0") == "prestop"
     assert image_name("modeldrain/drain-sidecar@sha256:abc") == "drain-sidecar"
+
+
+@pytest.mark.parametrize("name, longest, needed", [
+    ("deployment.yaml", 20, None),  # vLLM: 5 + 20 + 5 = 30
+    ("deployment.yaml", 21, 31),
+    ("leaderworkerset.yaml", 20, None),  # a unified SGLang server
+])
+def test_longest_request_finds_a_grace_too_short_for_it(name, longest, needed):
+    bodies = [d for d in yaml.safe_load_all((DEPLOY / name).read_text()) if d and d["kind"] != "NetworkPolicy"]
+    found = [f for body in bodies for t in templates_of(body, name) for f in lint(t, longest_request_s=longest)]
+    if needed is None:
+        assert found == []
+    else:
+        (finding,) = found
+        assert finding.field == "terminationGracePeriodSeconds"
+        assert f"needs G >= {needed} (5 s route wait + {longest} s + 5 s exit reserve)" in finding.message
+
+
+def test_longest_request_counts_a_split_sglang_servers_reserve_and_the_hooks_own_flags():
+    def prefill(body):
+        for template in (body["spec"]["leaderWorkerTemplate"]["leaderTemplate"],):
+            engine_ = template["spec"]["containers"][0]
+            engine_["command"] = engine_["command"] + ["--disaggregation-mode", "prefill"]
+
+    body = copy.deepcopy([d for d in yaml.safe_load_all((DEPLOY / "leaderworkerset.yaml").read_text()) if d][0])
+    prefill(body)
+    (leader, _) = templates_of(body, "lws.yaml")
+    (finding,) = lint(leader, longest_request_s=6)
+    assert "needs G >= 31 (5 s route wait + 6 s + 20 s exit reserve, an SGLang prefill or decode server's)" in \
+        finding.message
+    assert lint(leader, longest_request_s=5) == []
+    pod = manifest("pod-prestop-baked.yaml")
+    prestop_command(pod)[1:] = ["--grace", "30", "--route-wait", "2", "--exit-reserve", "3"]
+    (template,) = templates_of(pod, "pod.yaml")
+    assert lint(template, longest_request_s=25) == [] and lint(template, longest_request_s=26) != []
