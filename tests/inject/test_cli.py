@@ -85,9 +85,8 @@ def assert_lint_and_schema_pass(text: str) -> None:
     for index, body in enumerate(docs(text)):
         for template in templates_of(body, f"out[{index}]"):
             assert [str(f) for f in lint(template)] == []
-        if body["kind"] == "LeaderWorkerSet" or body["kind"] in ("Deployment", "Pod", "NetworkPolicy", "Job",
-                                                                  "StatefulSet"):
-            for checked, oldest in _schema_checks(Document(Path("out.yaml"), index, body)):
+        for item in body["items"] if body["kind"] == "List" else [body]:
+            for checked, oldest in _schema_checks(Document(Path("out.yaml"), index, item)):
                 for version in (oldest, NEWEST):
                     k8s_schema.validate(checked, version, strict=True)
 
@@ -251,3 +250,27 @@ def test_the_pieces_are_the_kustomize_components_own():
     assert pieces.token_mount() == side["spec"]["tokenMount"]
     sidecar = pieces.sidecar_container(side["spec"]["sidecar"]["image"], 30, "unset", lws=False)
     assert sidecar == side["spec"]["sidecar"]
+
+
+@pytest.mark.parametrize("kind", ["Pod", "Job", "StatefulSet", "DaemonSet", "List"])
+def test_every_workload_kind_gets_the_hook(kind):
+    (deployment,) = docs(SHIPPER_FIRST)
+    template = deployment["spec"]["template"]
+    if kind == "Pod":
+        body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "llm", **template["metadata"]},
+                "spec": template["spec"]}
+    elif kind == "List":
+        body = {"apiVersion": "v1", "kind": "List", "items": [deployment]}
+    else:
+        template["spec"]["restartPolicy"] = "Never" if kind == "Job" else "Always"
+        spec = {"template": template} if kind == "Job" else {**deployment["spec"], "serviceName": "llm"} \
+            if kind == "StatefulSet" else deployment["spec"]
+        body = {"apiVersion": "batch/v1" if kind == "Job" else "apps/v1", "kind": kind, "metadata": {"name": "llm"},
+                "spec": spec}
+    done = inject("--sidecar", "--sidecar-image", SIDECAR_IMAGE, "-", stdin=yaml.safe_dump(body))
+    assert done.returncode == ExitCode.OK, done.stderr
+    out = docs(done.stdout)
+    assert out[-1]["kind"] == ("List" if kind == "List" else "NetworkPolicy")
+    assert_lint_and_schema_pass(done.stdout)
+    items = out[0]["items"] if kind == "List" else out
+    assert [i["kind"] for i in items] == ["Deployment" if kind == "List" else kind, "NetworkPolicy"]
