@@ -52,7 +52,7 @@ def _list(owner: dict[str, Any], key: str) -> list[Any]:
     if value is None:
         value = owner[key] = []
     if not isinstance(value, list):
-        raise Refused(f"{key} is not a list")
+        raise Refused(f"{key} is {type(value).__name__}, not a list")
     return value
 
 
@@ -61,7 +61,7 @@ def _mapping(owner: dict[str, Any], key: str) -> dict[str, Any]:
     if value is None:
         value = owner[key] = {}
     if not isinstance(value, dict):
-        raise Refused(f"{key} is not a mapping")
+        raise Refused(f"{key} is {type(value).__name__}, not a mapping")
     return value
 
 
@@ -74,6 +74,10 @@ def inject(template: dict[str, Any], where: str, options: Options, lws: bool = F
     spec = template.get("spec")
     if not isinstance(spec, dict):
         raise Refused(f"{where}: no Pod template (spec) to read")
+    for owner, key in ((template, "metadata"), (template.get("metadata") or {}, "annotations"),
+                       (template.get("metadata") or {}, "labels")):
+        if isinstance(owner, dict) and owner.get(key) is not None and not isinstance(owner.get(key), dict):
+            raise Refused(f"{where}: {key} is {type(owner[key]).__name__}, not a mapping")
     containers = _dicts(spec.get("containers"))
     if any(hook_command(c) or hook_http(c) for c in containers):
         return LeftAlone("")  # already carries a drain hook: idempotent
@@ -97,7 +101,16 @@ def inject(template: dict[str, Any], where: str, options: Options, lws: bool = F
     post_start = _post_start(container, where, name)
     _check_free(spec, container, where, name, bool(options.sidecar_image))
     _tmpdir(container, where, name)
-    # Nothing refused: now change it.
+    try:
+        return _change(template, spec, container, run, options, grace, port, post_start, lws, lws_worker, annotate)
+    except Refused as exc:
+        raise Refused(f"{where}: container {name}: {exc}") from None
+
+
+def _change(template: dict[str, Any], spec: dict[str, Any], container: dict[str, Any], run: EngineRun,
+            options: Options, grace: int, port: int, post_start: list[str], lws: bool, lws_worker: bool,
+            annotate: bool) -> Injected:
+    """The template changed in place, once nothing is refused."""
     if "terminationGracePeriodSeconds" not in spec:
         spec["terminationGracePeriodSeconds"] = grace
     metadata = _mapping(template, "metadata")
@@ -117,7 +130,7 @@ def inject(template: dict[str, Any], where: str, options: Options, lws: bool = F
     spec["initContainers"] = inits + _list(spec, "initContainers")
     _list(spec, "volumes").extend(volumes)
     _list(container, "volumeMounts").extend(mounts)
-    lifecycle = container.setdefault("lifecycle", {})
+    lifecycle = _mapping(container, "lifecycle")
     lifecycle["postStart"] = {"exec": {"command": post_start}}
     lifecycle["preStop"] = {"exec": {"command": pieces.prestop_command(grace, lws_worker)}}
     return Injected(run, str(container.get("image", "")), port, grace)
@@ -137,7 +150,8 @@ def _grace(spec: dict[str, Any], where: str, options: Options) -> int:
 
 def _port(template: dict[str, Any], container: dict[str, Any], run: EngineRun, where: str, name: str) -> int:
     """Where the engine serves: its --port, else the port it declares, else its default."""
-    annotated = (template.get("metadata") or {}).get("annotations", {}) or {}
+    metadata = template.get("metadata")
+    annotated = metadata.get("annotations") if isinstance(metadata, dict) else None
     said = annotated.get(PORT_ANNOTATION) if isinstance(annotated, dict) else None
     flag = flag_value(list(run.argv), "--port")
     port: int | None = None
@@ -178,8 +192,9 @@ def _post_start(container: dict[str, Any], where: str, name: str) -> list[str]:
     post_start = lifecycle.get("postStart")
     if post_start is None:
         return [pieces.HOOK, "version"]
-    theirs = (post_start.get("exec") or {}).get("command") if isinstance(post_start, dict) else None
-    if set(post_start) != {"exec"} or not isinstance(theirs, list) or not theirs:
+    run = post_start.get("exec") if isinstance(post_start, dict) else None
+    theirs = run.get("command") if isinstance(run, dict) else None
+    if not isinstance(post_start, dict) or set(post_start) != {"exec"} or not isinstance(theirs, list) or not theirs:
         raise Refused(f"{where}: container {name} has a postStart hook that is not an exec command: it cannot run "
                       f"after {pieces.HOOK} version (the start guard) in one hook")
     return chained_start_guard(pieces.HOOK, [str(word) for word in theirs])
@@ -219,7 +234,10 @@ def _tmpdir(container: dict[str, Any], where: str, name: str) -> None:
     if given:
         raise Refused(f"{where}: container {name} has a read-only root and TMPDIR={tmpdir} in no writable volume: the "
                       "hook could not unpack itself (nor could the engine write there)")
-    _list(container, "env").append({"name": "TMPDIR", "value": pieces.HOOK_TMPDIR})
+    try:
+        _list(container, "env").append({"name": "TMPDIR", "value": pieces.HOOK_TMPDIR})
+    except Refused as exc:
+        raise Refused(f"{where}: container {name}: {exc}") from None
 
 
 

@@ -61,10 +61,16 @@ def _line_start(text: str, start: int) -> int:
 
 
 def _dump(value: Any) -> str:
+    """Block style, keys in their order, no line folded, and no anchors: a value the input wrote
+    through an alias is written out where it is used."""
     import yaml
 
-    return str(yaml.safe_dump(value, sort_keys=False, default_flow_style=False, allow_unicode=True,
-                              width=1 << 30)).rstrip("\n")
+    class Dumper(yaml.SafeDumper):
+        def ignore_aliases(self, data: Any) -> bool:
+            return True
+
+    return str(yaml.dump(value, Dumper=Dumper, sort_keys=False, default_flow_style=False, allow_unicode=True,
+                         width=1 << 30)).rstrip("\n")
 
 
 def _rewrite_json(path: str, text: str, change: Callable[[Any, int], Change]) -> str:
