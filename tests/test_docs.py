@@ -158,7 +158,8 @@ def test_the_answer_bound_the_controller_doc_quotes_is_the_sidecars():
 # --- the module maps ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("package", ["modeldrain/hook", "modeldrain/sidecar", "modeldrain/lint", "modeldrain/retirement",
+@pytest.mark.parametrize("package", ["modeldrain/hook", "modeldrain/sidecar", "modeldrain/lint", "modeldrain/inject",
+                                     "modeldrain/retirement",
                                      "emulation"])
 def test_each_package_map_lists_exactly_its_modules(package):
     listed = set(re.findall(r"`(\w+\.py)`", (REPO / package / "README.md").read_text()))

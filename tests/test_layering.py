@@ -47,7 +47,9 @@ HOOK_THIRD_PARTY = {"prometheus_client", "yaml"}
 # Imported only where installed, inside `except ImportError` (the bundle excludes it): module -> names.
 HOOK_OPTIONAL: dict[str, set[str]] = {}
 # The tools around the programs: each its own package over the hook's facts, never the sidecar's server.
-TOOLS = {"lint": {"yaml"}, "retirement": set()}
+TOOLS = {"lint": {"yaml"}, "inject": {"yaml"}, "retirement": set()}
+# A tool built on another's: the injector reads manifests with lint's bounded reader and writes what lint's rules pass.
+TOOLS_INTO_TOOLS = {"inject": ("modeldrain.lint",)}
 # The one import from the hook into a tool: `prestop lint` (inside `except ImportError`; the static
 # executable leaves the tool out).
 HOOK_INTO_TOOLS = {"modeldrain.hook.cli": {"modeldrain.lint.cli"}}
@@ -123,7 +125,8 @@ def test_third_party_and_test_bed_imports(module):
         allowed = HOOK_THIRD_PARTY | HOOK_OPTIONAL.get(module, set())
         own: tuple[str, ...] = ("modeldrain.hook", *HOOK_INTO_TOOLS.get(module, ()))
     elif package in TOOLS:
-        allowed, own = HOOK_THIRD_PARTY | TOOLS[package], ("modeldrain.hook", f"modeldrain.{package}")
+        allowed, own = HOOK_THIRD_PARTY | TOOLS[package], ("modeldrain.hook", f"modeldrain.{package}",
+                                                           *TOOLS_INTO_TOOLS.get(package, ()))
     elif package == "sidecar":
         allowed, own = SIDECAR_THIRD_PARTY, ("modeldrain.hook", "modeldrain.sidecar", "modeldrain.retirement")
     else:  # modeldrain itself: the tools' dispatch

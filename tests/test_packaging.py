@@ -30,7 +30,7 @@ from tests.process_table import empty_process_table
 
 SOURCES = ("pyproject.toml", "README.md", "LICENSE", "modeldrain", "emulation", "tests", "bench")
 # The product's two packages: nothing at the top of site-packages but modeldrain.
-PRODUCT = {"hook", "sidecar", "lint", "retirement"}
+PRODUCT = {"hook", "sidecar", "lint", "inject", "retirement"}
 
 
 @pytest.fixture(scope="session")

@@ -23,6 +23,11 @@ def test_lint_runs_the_linter_under_the_tools_name():
     assert helped.returncode == ExitCode.OK and helped.stdout.startswith("usage: modeldrain lint")
 
 
+def test_inject_runs_the_injector_under_the_tools_name():
+    helped = run("inject", "--help")
+    assert helped.returncode == ExitCode.OK and helped.stdout.startswith("usage: modeldrain inject")
+
+
 def test_retirement_runs_the_reference_client_under_the_tools_name():
     helped = run("retirement", "--help")
     assert helped.returncode == ExitCode.OK and helped.stdout.startswith("usage: modeldrain retirement")

@@ -366,6 +366,13 @@ def engine_invocation(argv: list[str]) -> tuple[EngineKind, list[str]] | None:
     return None
 
 
+def engine_kind(argv: list[str]) -> EngineKind | None:
+    """The engine argv runs, or None: also what `modeldrain lint` and `modeldrain inject` recognise
+    an engine container by."""
+    command = engine_invocation(argv)
+    return command[0] if command is not None else None
+
+
 def _port(text: str | None) -> int | None:
     """The engine's --port when it is a valid port; an engine that would not start on it has none."""
     if text is None:

@@ -12,12 +12,12 @@ costs): where it is not installed, a YAML file is refused naming the two ways ou
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
 from modeldrain.hook.exitcodes import ExitCode
-from modeldrain.hook.flags import Parser
+from modeldrain.hook.flags import Parser, seconds_arg
+from modeldrain.lint import manifest_files
 from modeldrain.lint.manifest_rules import Finding, lint
 from modeldrain.lint.pod_templates import NotAManifest, PodTemplate, templates_of
 
@@ -30,10 +30,6 @@ JSON is always read (`kubectl get deployment NAME -o json > d.json`); YAML needs
 (the console script's environment: pip install pyyaml). The static executable reads JSON only.
 """
 
-# A file whose first non-blank character is one of these is JSON; anything else is YAML.
-_JSON_STARTS = ("{", "[")
-
-
 class UnreadableFile(Exception):
     """A file that cannot be read or parsed: a usage error naming the file."""
 
@@ -42,41 +38,24 @@ def lint_parser(prog: str = "prestop lint") -> argparse.ArgumentParser:
     parser = Parser(prog=prog, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
                     description="Check that each Pod template's hook, grace, annotations, TMPDIR and token agree.")
     parser.add_argument("files", nargs="+", metavar="FILE", help="manifests: JSON, or YAML (one or more documents)")
+    parser.add_argument("--longest-request", type=seconds_arg("--longest-request", inclusive=False), metavar="SECONDS",
+                        help="also find each Pod whose grace is too short to finish a request this long "
+                             "(docs/prestop.md, \"Choosing G\")")
     return parser
 
 
-def load_documents(path: str) -> list[Any]:
-    """Every document of one file, parsed; raises UnreadableFile naming the file."""
+def documents_in(path: str) -> list[Any]:
+    """Every document of one file, parsed within modeldrain/lint/manifest_files.py's bounds; raises
+    UnreadableFile naming the file."""
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UnreadableFile(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
-    if text.lstrip().startswith(_JSON_STARTS):
-        try:
-            parsed = json.loads(text)
-        except ValueError as exc:
-            raise UnreadableFile(f"{path}: not valid JSON: {exc}") from None
-        return parsed if isinstance(parsed, list) else [parsed]
-    return _load_yaml(path, text)
-
-
-def _load_yaml(path: str, text: str) -> list[Any]:
-    try:
-        import yaml
-    except ImportError:
-        raise UnreadableFile(f"{path}: YAML needs PyYAML, which this prestop does not carry: install it "
-                             "(pip install pyyaml) or give the object as JSON (kubectl get ... -o json, or "
-                             "kubectl create --dry-run=client -o json -f FILE)") from None
-    try:
-        return [document for document in yaml.safe_load_all(text) if document is not None]
-    except yaml.YAMLError as exc:
-        raise UnreadableFile(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
+        return manifest_files.load_documents(path, manifest_files.read_text(path))
+    except manifest_files.UnreadableManifest as exc:
+        raise UnreadableFile(str(exc)) from None
 
 
 def templates_in(path: str) -> list[PodTemplate]:
     out: list[PodTemplate] = []
-    for index, document in enumerate(load_documents(path)):
+    for index, document in enumerate(documents_in(path)):
         try:
             out.extend(templates_of(document, f"{path}[{index}]"))
         except NotAManifest as exc:
@@ -93,7 +72,7 @@ def run_lint(argv: list[str], prog: str = "prestop lint") -> int:
         for path in args.files:
             for template in templates_in(path):
                 templates += 1
-                findings.extend(lint(template))
+                findings.extend(lint(template, args.longest_request))
     except UnreadableFile as exc:
         print(f"prestop lint: {exc}", file=sys.stderr)
         return ExitCode.USAGE

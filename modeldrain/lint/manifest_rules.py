@@ -6,12 +6,14 @@ is held to (tests/deploy/test_manifests.py runs them), so a user's manifest is c
 ours are:
 
 - hook: a container runs `prestop` as its preStop exec (or calls drain-sidecar's /v1/drain), with
-  `prestop version` as its postStart, so a hook that cannot run fails the Pod's start;
+  `prestop version` as its postStart (alone, or chained before the user's own), so a hook that
+  cannot run fails the Pod's start; and it is the container that runs the engine
+  (modeldrain/lint/engine_containers.py), an `sh -c` one included;
 - grace: `--grace` (or `?grace=`) repeats terminationGracePeriodSeconds; the hook cannot read it;
 - annotations: a `prometheus.io/port` the Pod declares is mounted where the hook reads it, and
   agrees with the engine's own `--port`;
-- TMPDIR: the static executable unpacks itself there: inside the volume `prestop install` filled,
-  or at least somewhere writable on a read-only root;
+- TMPDIR: the static executable unpacks itself there (else /tmp), which must be writable: on a
+  read-only root, a volume (`prestop install`'s makes DIR/tmp); a writable root's /tmp needs none;
 - token: a worker that follows its leader carries the leader's token, and every token file named
   is in a volume mounted into the container that reads it;
 - metrics: an SGLang engine is started with `--enable-metrics`, without which it serves no
@@ -26,7 +28,15 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from modeldrain.hook.annotations import DEFAULT_ANNOTATIONS_FILE, PORT_ANNOTATION
-from modeldrain.hook.constants import DEFAULT_GRACE_S, SIDECAR_PORT
+from modeldrain.hook.constants import (
+    DEFAULT_GRACE_S,
+    EXIT_RESERVE_S,
+    ROUTE_WAIT_S,
+    SIDECAR_PORT,
+    SPLIT_ROLE_EXIT_RESERVE_S,
+)
+from modeldrain.hook.gauges import EngineKind
+from modeldrain.lint.engine_containers import engine_containers, engine_run
 from modeldrain.lint.pod_templates import PodTemplate
 
 # The static executables unpack here when TMPDIR is unset.
@@ -41,6 +51,16 @@ _HTTP_GRACE = re.compile(r"[?&]grace=([^&]*)")
 # SGLang's switch for /metrics (off by default), and its flag that may set it from a file instead.
 SGLANG_METRICS_FLAG = "--enable-metrics"
 SGLANG_CONFIG_FLAG = "--config"
+
+
+# A postStart of the user's kept beside the start guard: `sh -c 'HOOK version && exec "$0" "$@"' THEIRS...`
+# runs the guard, then their own command word for word (modeldrain inject writes it).
+CHAINED_GUARD = '{hook} version && exec "$0" "$@"'
+
+
+def chained_start_guard(hook: str, theirs: list[str]) -> list[str]:
+    """The postStart command that runs `HOOK version`, then the user's own postStart command."""
+    return ["/bin/sh", "-c", CHAINED_GUARD.format(hook=hook), *theirs]
 
 
 @dataclass(frozen=True)
@@ -131,9 +151,49 @@ def _argv(container: dict[str, Any]) -> list[str]:
     return _strings(container.get("command")) + _strings(container.get("args"))
 
 
-def lint(template: PodTemplate) -> list[Finding]:
-    """Every finding for one Pod template; [] when hook, grace, annotations, TMPDIR and token agree."""
-    return list(_lint(template))
+def lint(template: PodTemplate, longest_request_s: float | None = None) -> list[Finding]:
+    """Every finding for one Pod template; [] when hook, grace, annotations, TMPDIR and token agree
+    (and, given the longest request to finish, G leaves room for it)."""
+    findings = list(_lint(template))
+    if longest_request_s is not None:
+        findings += _room_for(template, longest_request_s)
+    return findings
+
+
+def needed_grace(longest_request_s: float, route_wait_s: float, exit_reserve_s: float) -> float:
+    """docs/prestop.md, "Choosing G": a request that starts as the route wait ends must finish
+    before the hook's deadline, which leaves the engine its exit reserve before SIGKILL."""
+    return route_wait_s + longest_request_s + exit_reserve_s
+
+
+def _room_for(template: PodTemplate, longest_s: float) -> Iterator[Finding]:
+    for container in _dicts(template.spec.get("containers")):
+        command = hook_command(container)
+        if not command and not hook_http(container):
+            continue
+        run = engine_run(container)
+        split = run is not None and run.kind is EngineKind.SGLANG and \
+            flag_value(list(run.argv), "--disaggregation-mode") in ("prefill", "decode")
+        reserve = _seconds(flag_value(command[1:], "--exit-reserve")) if command else None
+        if reserve is None:
+            reserve = SPLIT_ROLE_EXIT_RESERVE_S if split else EXIT_RESERVE_S
+        route_wait = _seconds(flag_value(command[1:], "--route-wait")) if command else None
+        route_wait = ROUTE_WAIT_S if route_wait is None else route_wait
+        needed = needed_grace(longest_s, route_wait, reserve)
+        if template.grace_s < needed:
+            role = ", an SGLang prefill or decode server's" if split else ""
+            yield Finding(template.source, _name(container), "terminationGracePeriodSeconds",
+                          f"is {template.grace_s}: a {longest_s:g} s request that starts as the route wait ends needs "
+                          f"G >= {needed:g} ({route_wait:g} s route wait + {longest_s:g} s + {reserve:g} s exit reserve"
+                          f"{role}); the hook returns at G - {reserve:g} and SIGTERM cuts the rest: raise G "
+                          "(docs/prestop.md, \"Choosing G\")")
+
+
+def _seconds(text: str | None) -> float | None:
+    try:
+        return float(text) if text is not None else None
+    except ValueError:
+        return None
 
 
 def _lint(template: PodTemplate) -> Iterator[Finding]:
@@ -146,6 +206,8 @@ def _lint(template: PodTemplate) -> Iterator[Finding]:
                       f"{DRAIN_PATH}: a deletion sends SIGTERM at once and cuts every running request")
     for container in callers:
         yield from _http_hook(template, container)
+    if hooked or callers:
+        yield from _unhooked_engines(template, hooked + callers)
     installs = _installed_volumes(template)
     for container in hooked:
         yield from _start_guard(template, container)
@@ -202,10 +264,22 @@ def _http_hook(template: PodTemplate, container: dict[str, Any]) -> Iterator[Fin
                       f"calls {DRAIN_PATH} but no container of the Pod runs drain-sidecar")
 
 
+def _unhooked_engines(template: PodTemplate, hooked: list[dict[str, Any]]) -> Iterator[Finding]:
+    """An engine whose container has no hook while another container has it: kubelet runs a
+    preStop in its own container only, so the engine is sent SIGTERM with nothing drained."""
+    for container, run in engine_containers(_dicts(template.spec.get("containers"))):
+        if not any(container is other for other in hooked):
+            names = ", ".join(_name(c) for c in hooked)
+            yield Finding(template.source, _name(container), "lifecycle.preStop",
+                          f"runs {run.kind.value} but has no drain hook, which is on {names}: kubelet runs a preStop "
+                          "in its own container only, so this engine is sent SIGTERM with its requests running")
+
+
 def _start_guard(template: PodTemplate, container: dict[str, Any]) -> Iterator[Finding]:
     hook = hook_command(container)[0]
     guard = _strings(_get(container, "lifecycle", "postStart", "exec", "command"))
-    if guard != [hook, "version"]:
+    chained = len(guard) > 3 and guard[:3] == chained_start_guard(hook, [])
+    if guard != [hook, "version"] and not chained:
         yield Finding(template.source, _name(container), "lifecycle.postStart.exec.command",
                       f"is {guard or 'absent'}, not [{hook!r}, 'version']: a hook that cannot run (no TMPDIR, "
                       "a wrong path) shows only when a deletion skips the drain, not at the Pod's start")
@@ -244,7 +318,8 @@ def _annotations(template: PodTemplate, container: dict[str, Any]) -> Iterator[F
         yield Finding(template.source, _name(container), "volumeMounts",
                       f"the Pod says {PORT_ANNOTATION}={annotated}, but no downwardAPI volume with metadata.annotations "
                       f"is mounted at {path}: the hook does not see it and reads the engine's own --port or its default")
-    engine_port = flag_value(_argv(container), "--port")
+    run = engine_run(container)
+    engine_port = flag_value(list(run.argv) if run else _argv(container), "--port")
     if engine_port is not None and engine_port != annotated:
         yield Finding(template.source, _name(container), f"metadata.annotations[{PORT_ANNOTATION}]",
                       f"is {annotated} but the engine's command says --port {engine_port}: the hook reads the wrong port")
@@ -277,19 +352,13 @@ def _tmpdir(template: PodTemplate, container: dict[str, Any], installs: dict[str
         yield Finding(template.source, _name(container), "lifecycle.preStop.exec.command",
                       f"runs {hook_command(container)[0]}, which is in no volume the init container's `prestop install` "
                       "fills: the hook exists only in an image that carries it")
-    if installed:
-        wanted = posixpath.join(hook_dir, "tmp")
-        if env.get("TMPDIR") != wanted:
-            yield Finding(template.source, _name(container), "env[TMPDIR]",
-                          f"is {env.get('TMPDIR', 'unset')!r}, not {wanted!r} (made by `prestop install`): the hook "
-                          "unpacks itself into TMPDIR, which must be writable and exec-able")
-        return
     read_only = _get(container, "securityContext", "readOnlyRootFilesystem") is True
     tmpdir = env.get("TMPDIR") or DEFAULT_TMPDIR
     writable = _mount_holding(container, tmpdir)
     if read_only and (writable is None or writable.get("readOnly") is True):
+        where = f" (set it to {posixpath.join(hook_dir, 'tmp')!r}, which `prestop install` makes)" if installed else ""
         yield Finding(template.source, _name(container), "env[TMPDIR]",
-                      f"the root filesystem is read-only and {tmpdir} (TMPDIR, else /tmp) is in no writable volume: "
+                      f"the root filesystem is read-only and {tmpdir} (TMPDIR, else /tmp) is in no writable volume{where}: "
                       "the hook cannot unpack itself and fails (postStart, or a skipped drain)")
 
 

@@ -13,6 +13,8 @@ import pytest
 import yaml
 from kubernetes_validate import utils as k8s_schema
 
+from modeldrain.lint.manifest_rules import lint
+from modeldrain.lint.pod_templates import templates_of
 from tests import environment
 from tests.conftest import REPO
 from tests.deploy import test_manifests as checks
@@ -318,3 +320,41 @@ def test_a_leaderworkerset_without_a_leader_template_is_refused(tmp_path):
     del group["leaderTemplate"]
     case = case_dir(tmp_path, lws, ["vllm", "leaderworkerset"])
     assert "leaderTemplate" in refused(case)
+
+
+def test_the_engines_own_lifecycle_fields_stay(tmp_path):
+    """The hooks are set one by one: a lifecycle field of the engine's own (stopSignal) is kept."""
+    manifest = vllm_deployment()
+    manifest["spec"]["template"]["spec"]["containers"][0]["lifecycle"] = {"stopSignal": "SIGINT"}
+    done = build(case_dir(tmp_path, manifest, ["grace-30", "vllm", "deployment"]))
+    assert done.returncode == 0, done.stderr
+    engine = workload([d for d in yaml.safe_load_all(done.stdout) if d])["spec"]["template"]["spec"]["containers"][0]
+    assert engine["lifecycle"]["stopSignal"] == "SIGINT"
+    assert engine["lifecycle"]["preStop"]["exec"]["command"][0] == "/drain/prestop"
+
+
+def test_a_shipper_put_first_that_builds_is_found_by_lint(tmp_path):
+    """A first container that declares a port (fluent-bit's metrics) builds, with the hook on it;
+    `modeldrain lint` of the rendered output names the engine that has none."""
+    manifest = vllm_deployment()
+    manifest["spec"]["template"]["spec"]["containers"].insert(
+        0, {"name": "fluent-bit", "image": "fluent/fluent-bit:3.1", "ports": [{"containerPort": 2020}]})
+    done = build(case_dir(tmp_path, manifest, ["grace-30", "vllm", "deployment"]))
+    assert done.returncode == 0, done.stderr
+    templates = [t for d in yaml.safe_load_all(done.stdout) if d for t in templates_of(d, "rendered.yaml")]
+    findings = [f for t in templates for f in lint(t)]
+    assert [(f.container, f.field) for f in findings if "no drain hook" in f.message] == [
+        (manifest["spec"]["template"]["spec"]["containers"][1]["name"], "lifecycle.preStop")]
+
+
+def test_the_readmes_images_entry_points_every_product_image_at_your_registry(tmp_path):
+    """Nothing is published: README.md's `images:` entries put your registry and digest on the
+    images the components copy in (kustomize transforms them after the components' replacements)."""
+    digest = "sha256:" + "a" * 64
+    images = {"images": [{"name": name, "newName": f"registry.example.com/{name}", "digest": digest}
+                         for name in ("modeldrain/prestop", "modeldrain/drain-sidecar")]}
+    done = build(case_dir(tmp_path, vllm_deployment(), ["grace-30", "vllm", "deployment", "sidecar"], images))
+    assert done.returncode == 0, done.stderr
+    spec = workload([d for d in yaml.safe_load_all(done.stdout) if d])["spec"]["template"]["spec"]
+    assert sorted(c["image"] for c in spec["initContainers"]) == [
+        f"registry.example.com/modeldrain/drain-sidecar@{digest}", f"registry.example.com/modeldrain/prestop@{digest}"]

@@ -100,12 +100,60 @@ def test_an_annotation_that_disagrees_with_the_engines_port_is_found():
     assert "is 8490 but the engine's command says --port 8000" in finding.message
 
 
-def test_a_tmpdir_outside_the_installed_volume_is_found():
+def test_a_tmpdir_outside_the_installed_volume_on_a_read_only_root_is_found():
     def wrong_tmpdir(body):
         engine(body)["env"] = [{"name": "TMPDIR", "value": "/tmp"}]
 
     (finding,) = broken("pod-prestop-init-container.yaml", wrong_tmpdir)
-    assert finding.field == "env[TMPDIR]" and "not '/drain/tmp'" in finding.message
+    assert finding.field == "env[TMPDIR]" and "read-only" in finding.message
+    assert "set it to '/drain/tmp'" in finding.message
+
+
+def test_a_writable_root_needs_no_tmpdir():
+    """The engine keeps its own /tmp: a TMPDIR moved into the drain volume would put the
+    engine's own temporary files under the volume's size limit too."""
+    def stock(body):
+        del engine(body)["securityContext"]
+        engine(body)["env"] = [e for e in engine(body)["env"] if e["name"] != "TMPDIR"]
+
+    assert broken("pod-prestop-init-container.yaml", stock) == []
+
+
+def test_an_engine_without_the_hook_beside_one_with_it_is_found():
+    """A log shipper listed first took the hook (a kustomize component's containers.0)."""
+    def shipper_first(body):
+        containers = body["spec"]["containers"]
+        shipper = {"name": "fluent-bit", "image": "fluent/fluent-bit:3.0", "lifecycle": engine(body).pop("lifecycle"),
+                   "volumeMounts": engine(body)["volumeMounts"], "env": engine(body)["env"]}
+        containers.insert(0, shipper)
+
+    findings_ = broken("pod-prestop-init-container.yaml", shipper_first)
+    assert [(f.container, f.field) for f in findings_] == [("engine", "lifecycle.preStop")]
+    assert "runs vllm but has no drain hook, which is on fluent-bit" in findings_[0].message
+
+
+def test_an_engine_under_sh_c_has_its_port_read():
+    def wrapped(body):
+        body["metadata"]["annotations"]["prometheus.io/port"] = "8000"
+        engine(body)["command"] = ["sh", "-c", "cd /models && exec vllm serve /models/tiny --port 9000"]
+        engine(body).pop("args", None)
+
+    (finding,) = broken("pod-drain-sidecar.yaml", wrapped)
+    assert finding.field == "metadata.annotations[prometheus.io/port]"
+    assert "is 8000 but the engine's command says --port 9000" in finding.message
+
+
+def test_a_poststart_of_the_users_chained_after_the_guard_passes_and_another_does_not():
+    def chained(body):
+        engine(body)["lifecycle"]["postStart"]["exec"]["command"] = [
+            "/bin/sh", "-c", '/drain/prestop version && exec "$0" "$@"', "touch", "/tmp/started"]
+
+    assert broken("pod-prestop-init-container.yaml", chained) == []
+
+    def replaced(body):
+        engine(body)["lifecycle"]["postStart"]["exec"]["command"] = ["touch", "/tmp/started"]
+
+    assert [f.field for f in broken("pod-prestop-init-container.yaml", replaced)] == ["lifecycle.postStart.exec.command"]
 
 
 def test_a_read_only_root_without_a_writable_tmpdir_is_found():
@@ -201,3 +249,38 @@ def test_sglang_without_enable_metrics_is_a_finding(command, args, found):
     assert bool(words) is found
     if found:
         assert words[0].container == "engine" and "404" in words[0].message
+
+
+@pytest.mark.parametrize("name, longest, needed", [
+    ("deployment.yaml", 20, None),  # vLLM: 5 + 20 + 5 = 30
+    ("deployment.yaml", 21, 31),
+    ("leaderworkerset.yaml", 20, None),  # a unified SGLang server
+])
+def test_longest_request_finds_a_grace_too_short_for_it(name, longest, needed):
+    bodies = [d for d in yaml.safe_load_all((DEPLOY / name).read_text()) if d and d["kind"] != "NetworkPolicy"]
+    found = [f for body in bodies for t in templates_of(body, name) for f in lint(t, longest_request_s=longest)]
+    if needed is None:
+        assert found == []
+    else:
+        (finding,) = found
+        assert finding.field == "terminationGracePeriodSeconds"
+        assert f"needs G >= {needed} (5 s route wait + {longest} s + 5 s exit reserve)" in finding.message
+
+
+def test_longest_request_counts_a_split_sglang_servers_reserve_and_the_hooks_own_flags():
+    def prefill(body):
+        for template in (body["spec"]["leaderWorkerTemplate"]["leaderTemplate"],):
+            engine_ = template["spec"]["containers"][0]
+            engine_["command"] = engine_["command"] + ["--disaggregation-mode", "prefill"]
+
+    body = copy.deepcopy([d for d in yaml.safe_load_all((DEPLOY / "leaderworkerset.yaml").read_text()) if d][0])
+    prefill(body)
+    (leader, _) = templates_of(body, "lws.yaml")
+    (finding,) = lint(leader, longest_request_s=6)
+    assert "needs G >= 31 (5 s route wait + 6 s + 20 s exit reserve, an SGLang prefill or decode server's)" in \
+        finding.message
+    assert lint(leader, longest_request_s=5) == []
+    pod = manifest("pod-prestop-baked.yaml")
+    prestop_command(pod)[1:] = ["--grace", "30", "--route-wait", "2", "--exit-reserve", "3"]
+    (template,) = templates_of(pod, "pod.yaml")
+    assert lint(template, longest_request_s=25) == [] and lint(template, longest_request_s=26) != []
