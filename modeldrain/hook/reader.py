@@ -15,7 +15,7 @@ from modeldrain.hook.config import ReadConfig
 from modeldrain.hook.engine import EngineHint
 from modeldrain.hook.fetch import FetchError, fetch
 from modeldrain.hook.foreign_body import not_an_engine
-from modeldrain.hook.freshness import Heartbeat, stale_zero
+from modeldrain.hook.freshness import Heartbeat, remembered, stale_zero
 from modeldrain.hook.gauges import EngineKind, Role, gauge_set
 from modeldrain.hook.outcome import Read, ReadOutcome
 from modeldrain.hook.server_load import LOAD_PATH, MAX_LOAD_BODY_BYTES, ServerLoadError, parse_server_load
@@ -127,8 +127,7 @@ class EngineReader:
     def read(self, timeout_s: float) -> Read:
         read = self._read_places(timeout_s)
         stale = stale_zero(self._heartbeat, read)
-        if read.heartbeat is not None:
-            self._heartbeat = read.heartbeat
+        self._heartbeat = remembered(self._heartbeat, read)
         return read if stale is None else replace(read, outcome=ReadOutcome.STALE, detail=stale)
 
     def _read_places(self, timeout_s: float) -> Read:

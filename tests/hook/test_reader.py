@@ -222,6 +222,37 @@ def test_engine_reader_takes_an_sglang_zero_for_idle_only_after_the_scheduler_he
     assert ReadOutcome.STALE.verdict == "busy" and not ReadOutcome.STALE.is_idle
 
 
+def read_in_turn(serve, bodies: list[bytes]) -> list[ReadOutcome]:
+    """One reader reading each body in order, each from a server that answers it."""
+    servers = [serve(canned(http_response(body))) for body in bodies]
+    reader = EngineReader(config_for(servers[0]))
+    outcomes = []
+    for target in servers:
+        reader.target = target
+        outcomes.append(reader.read(1.0).outcome)
+    return outcomes
+
+
+def ranked_body(*ranks: tuple[str, str]) -> bytes:
+    """An idle SGLang body with one heartbeat series per (tp_rank, value), in the order given."""
+    return SGLANG_ZERO + b"".join(
+        f'sglang:scheduler_process_cpu_seconds_total{{engine_type="unified",tp_rank="{rank}"}} {value}\n'.encode()
+        for rank, value in ranks)
+
+
+@pytest.mark.parametrize("bodies", [
+    # Issue 25 item 6: absent on the first read, then constant: both later zeros were trusted (exit 0).
+    [SGLANG_ZERO, sglang_body(4.0), sglang_body(4.0)],
+    # NaN compares false both ways: it counted as advanced.
+    [sglang_body(3.0), sglang_body(float("nan")), sglang_body(float("nan"))],
+    # Two schedulers whose series swap order: rank 0 frozen at 5, hidden when compared by position.
+    # Compared by position, the second read's (9, 5) moved past the first's (5, 3).
+    [ranked_body(("0", "5"), ("1", "3")), ranked_body(("1", "9"), ("0", "5")), ranked_body(("0", "5"), ("1", "10"))],
+], ids=["late-heartbeat", "nan", "swapped-ranks"])
+def test_no_zero_after_the_first_is_trusted_without_a_heartbeat_that_moved(serve, bodies):
+    assert read_in_turn(serve, bodies)[1:] == [ReadOutcome.STALE, ReadOutcome.STALE]
+
+
 def by_path(serve, metrics: bytes, load: bytes | None):
     """A server answering /load with `load` (None: HTTP 404) and anything else with `metrics`."""
     def respond(conn):
