@@ -11,6 +11,8 @@ LOOPBACK_HOST = "127.0.0.1"
 # address, SGLang's own default, `--host 0.0.0.0`) and ::1 (`--host ::1`, or `--host ::` with
 # IPV6_V6ONLY set).
 LOOPBACK_HOSTS = (LOOPBACK_HOST, "::1")
+# Target.source of a port no source named: the engine's default, guessed (hook.reader.EngineReader).
+GUESSED = "default"
 # --host values that mean every address: loopback answers for them.
 _WILDCARDS = frozenset({"", "0.0.0.0", "::"})
 # An address or a DNS name: nothing else goes into a request's Host header.
@@ -23,8 +25,9 @@ class Target:
     port: int
     path: str
     host: str = LOOPBACK_HOST
-    # Where the port came from ("flag", "annotation", "cmdline", "default"), for the log.
-    source: str = "default"
+    # Where the port came from ("flag", "annotation", "cmdline", "listener": the kernel's socket of
+    # an engine process, GUESSED), for the log and for what a refusal there means.
+    source: str = GUESSED
 
     @property
     def netloc(self) -> str:

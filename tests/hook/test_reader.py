@@ -197,6 +197,33 @@ def test_an_engine_on_ipv6_loopback_alone_is_read_there_not_taken_for_nothing_li
     assert gone.outcome is ReadOutcome.REFUSED and "every place the engine can be" in gone.detail
 
 
+def test_a_refusal_on_a_guessed_port_is_incomplete_said_once_and_an_answer_before_makes_it_a_refusal(serve):
+    """A port no source named (Target.source "default") is no engine's answer: refused there is not
+    "nothing listens" (issue 25). A named port that refuses stays `refused` (the test above)."""
+    guessed = replace(refusing_target(), source="default")
+    said: list[str] = []
+    reader = EngineReader(config_for(guessed), said.append)
+    first, second = reader.read(1.0), reader.read(1.0)
+    assert first.outcome is second.outcome is ReadOutcome.INCOMPLETE and first.outcome.verdict == "busy"
+    assert len(said) == 1 and f"port {guessed.port} was guessed" in said[0] and "was guessed" in first.detail
+    answering = replace(serve(canned(http_response(BUSY))), source="default")
+    reader = EngineReader(config_for(answering))
+    assert reader.read(1.0).outcome is ReadOutcome.BUSY
+    serve.servers[-1].close()  # it answered, then its listener closed: the engine has exited
+    assert reader.read(1.0).outcome is ReadOutcome.REFUSED
+
+
+def test_another_engines_busy_read_stands_for_an_idle_one_and_its_unknown_is_never_idle(serve):
+    idle = serve(canned(http_response(IDLE)))
+    busy = serve(canned(http_response(BUSY)))
+    both = replace(config_for(idle), others=(config_for(busy),))
+    read = EngineReader(both).read(1.0)
+    assert read.outcome is ReadOutcome.BUSY and f"other engine on {busy.netloc}" in read.detail
+    never_answered = replace(config_for(idle), others=(config_for(refusing_target()),))
+    read = EngineReader(never_answered).read(1.0)
+    assert read.outcome is ReadOutcome.INCOMPLETE and not read.outcome.ends_drain
+
+
 SGLANG_ZERO = (b'sglang:num_running_reqs{engine_type="unified"} 0\nsglang:num_queue_reqs{engine_type="unified"} 0\n'
                b'# TYPE sglang:scheduler_process_cpu_seconds_total counter\n')
 
