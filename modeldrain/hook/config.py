@@ -210,7 +210,9 @@ def resolve_read_config(args: argparse.Namespace) -> ReadConfig:
         if hint.port is not None and hint.port != port:
             own_target = Target(scheme=own_scheme, port=hint.port, path=metrics_path, source="cmdline")
             alternates += on_hosts(own_target, hosts)
-    others += [_other_engine(engine, metrics_path, args.proc_root, place) for engine in engines if engine is not primary]
+    for engine in engines:
+        if engine is not primary:
+            others += _other_engine(engine, metrics_path, args.proc_root, place)
     if others:
         warnings.append(f"{len(others) + 1} engine listeners in this container ({', '.join(_where(c) for c in others)} "
                         f"besides {targets[0].netloc}): each is read, and no read is idle while one of them is not")
@@ -275,19 +277,21 @@ def _listener_hosts(listeners: tuple[Listener, ...], port: int) -> tuple[str, ..
 
 
 def _other_engine(engine: _EngineListening, metrics_path: str, proc_root: str,
-                  place: Callable[..., ReadConfig]) -> ReadConfig:
-    """Another engine of the container, read where it listens (or, unknown, where its flags say)."""
+                  place: Callable[..., ReadConfig]) -> list[ReadConfig]:
+    """Another engine of the container, read where it listens (by the rule of _listener_ports), or,
+    where that is unknown, where its flags say."""
     hint = hint_of({engine.hint: list(engine.pids)}, proc_root)
     kind = hint.kind or EngineKind.VLLM
     scheme = "https" if hint.tls else "http"
-    if engine.listeners:
-        ports = [p for p in (hint.port, DEFAULT_PORTS[kind]) if p is not None and any(l.port == p for l in engine.listeners)]
-        port = ports[0] if ports else engine.listeners[0].port
-        targets = on_hosts(Target(scheme, port, metrics_path, source="listener"), _listener_hosts(engine.listeners, port))
-    else:
+    if not engine.listeners:
         port, source = (hint.port, "cmdline") if hint.port is not None else (DEFAULT_PORTS[kind], "default")
         targets = on_hosts(Target(scheme, port, metrics_path, source=source), engine_hosts(hint.host))
-    return place(target=targets[0], alternates=targets[1:], hint=hint)
+        return [place(target=targets[0], alternates=targets[1:], hint=hint)]
+    configs = []
+    for port in _listener_ports(engine, DEFAULT_PORTS[kind], "default", []):
+        targets = on_hosts(Target(scheme, port, metrics_path, source="listener"), _listener_hosts(engine.listeners, port))
+        configs.append(place(target=targets[0], alternates=targets[1:], hint=hint))
+    return configs
 
 
 def _where(config: ReadConfig) -> str:
