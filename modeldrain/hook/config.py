@@ -192,24 +192,13 @@ def resolve_read_config(args: argparse.Namespace) -> ReadConfig:
     own_scheme = "https" if hint.tls else "http"
     scheme = args.scheme or annotations.get(SCHEME_ANNOTATION, parse_scheme) or own_scheme
     place = partial(ReadConfig, read_timeout_s=args.read_timeout, max_body_bytes=args.max_body_bytes)
-    others: list[ReadConfig] = []
+    target = Target(scheme=scheme, port=port, path=metrics_path, source=port_source)
     if primary is not None and primary.listeners:
-        ports = _listener_ports(primary, port, port_source, warnings)
-        port, port_source = ports[0], port_source if ports[0] == port and port_source != "default" else "listener"
-        target = Target(scheme=scheme, port=port, path=metrics_path, source=port_source)
-        targets = on_hosts(target, _listener_hosts(primary.listeners, port))
-        for other_port in ports[1:]:
-            other = on_hosts(replace(target, port=other_port), _listener_hosts(primary.listeners, other_port))
-            others.append(place(target=other[0], alternates=other[1:], hint=hint))
-        alternates = targets[1:]
+        targets, others = _on_listeners(primary, target, hint, place, warnings)
     else:
-        target = Target(scheme=scheme, port=port, path=metrics_path, source=port_source)
-        hosts = engine_hosts(hint.host)
-        targets = on_hosts(target, hosts)
-        alternates = targets[1:]
-        if hint.port is not None and hint.port != port:
-            own_target = Target(scheme=own_scheme, port=hint.port, path=metrics_path, source="cmdline")
-            alternates += on_hosts(own_target, hosts)
+        targets, others = on_hosts(target, engine_hosts(hint.host)), []
+        if hint.port is not None and hint.port != port:  # where its own --port puts it, should the target refuse
+            targets += on_hosts(Target(own_scheme, hint.port, metrics_path, source="cmdline"), engine_hosts(hint.host))
     for engine in engines:
         if engine is not primary:
             others += _other_engine(engine, metrics_path, args.proc_root, place)
@@ -218,11 +207,25 @@ def resolve_read_config(args: argparse.Namespace) -> ReadConfig:
                         f"besides {targets[0].netloc}): each is read, and no read is idle while one of them is not")
     return place(
         target=targets[0],
-        alternates=alternates,
+        alternates=targets[1:],
         others=tuple(others),
         hint=hint,
         warnings=tuple(warnings + list(hint.warnings) + _where_warnings(hint)),
     )
+
+
+def _on_listeners(engine: "_EngineListening", target: Target, hint: EngineHint, place: Callable[..., ReadConfig],
+                  warnings: list[str]) -> tuple[tuple[Target, ...], list[ReadConfig]]:
+    """`target` moved to where the engine listens (_listener_ports), on each of its hosts in order;
+    and the engine's other listeners to read too, where none is known to be the metrics port."""
+    ports = _listener_ports(engine, target.port, target.source, warnings)
+    if ports[0] != target.port or target.source == "default":
+        target = replace(target, port=ports[0], source="listener")
+    others = []
+    for other_port in ports[1:]:
+        other = on_hosts(replace(target, port=other_port), _listener_hosts(engine.listeners, other_port))
+        others.append(place(target=other[0], alternates=other[1:], hint=hint))
+    return on_hosts(target, _listener_hosts(engine.listeners, target.port)), others
 
 
 @dataclass(frozen=True)
