@@ -30,8 +30,9 @@ HOOK_LAYERS: dict[str, int] = {
     # reading: argv, exposition, HTTP, the kernel's socket tables
     "modeldrain.hook.engine": 2, "modeldrain.hook.exposition": 2, "modeldrain.hook.fetch": 2,
     "modeldrain.hook.freshness": 2, "modeldrain.hook.kernel_sockets": 2,
-    # a leader's drain-sidecar, read like the engine; where a release's gauges cannot prove idle
-    "modeldrain.hook.leader": 3, "modeldrain.hook.release_trust": 3,
+    # a leader's drain-sidecar, read like the engine; where a release's gauges cannot prove idle; where
+    # the engine's processes listen
+    "modeldrain.hook.leader": 3, "modeldrain.hook.release_trust": 3, "modeldrain.hook.listeners": 3,
     # the configuration: flags, annotations, argv, environment
     "modeldrain.hook.config": 4,
     # the one reader bound to its configuration; the pure decisions over reads

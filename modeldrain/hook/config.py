@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import argparse
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 from typing import Callable, Mapping, TypeVar
 
 from modeldrain.hook import constants
@@ -23,7 +24,7 @@ from modeldrain.hook.annotations import (
     read_annotations,
 )
 from modeldrain.hook.constants import LWS_LEADER_ADDRESS_ENV
-from modeldrain.hook.engine import EngineHint, default_proc_root, hint_from_proc
+from modeldrain.hook.engine import EngineHint, default_proc_root, engine_processes, hint_of
 from modeldrain.hook.events import CONTAINER_LOG
 from modeldrain.hook.flags import (
     arg,
@@ -37,6 +38,7 @@ from modeldrain.hook.flags import (
 )
 from modeldrain.hook.gauges import DEFAULT_METRICS_PATH, DEFAULT_PORTS, EngineKind
 from modeldrain.hook.leader import LeaderConfig, leader_from_env, parse_leader_url
+from modeldrain.hook.listeners import Listener, ListenerError, engine_listeners
 from modeldrain.hook.target import UNKNOWN_PORT_SOURCE, Target, engine_hosts, on_hosts, usable_host
 from modeldrain.hook.token import read_token
 
@@ -55,6 +57,9 @@ class ReadConfig:
     # Where else the engine can be, in order, when the target refuses (hook.reader.EngineReader):
     # the other loopback addresses and the engine's own --host, then the engine's own --port.
     alternates: tuple[Target, ...] = ()
+    # The container's other engines (or other listeners of an engine whose metrics port no source
+    # names), each read too: no read is idle while one of them is not (hook.reader.EngineReader).
+    others: tuple["ReadConfig", ...] = ()
 
 
 @dataclass(frozen=True)
@@ -152,13 +157,12 @@ class _Annotations:
             return None
 
 
-def _resolve_port(flag: int | None, annotations: _Annotations, hint: EngineHint,
+def _resolve_port(flag: int | None, annotated: int | None, hint: EngineHint,
                   warnings: list[str]) -> tuple[int, str]:
     """The engine's port and where it came from: flag, annotation, the engine's argv, default; or
     its default with UNKNOWN_PORT_SOURCE where the engine's argv is seen but its port cannot be read."""
     if flag is not None:
         return flag, "flag"
-    annotated = annotations.get(PORT_ANNOTATION, parse_port)
     if annotated is not None:
         if hint.port is not None and hint.port != annotated:
             warnings.append(f"annotation {PORT_ANNOTATION}={annotated} but the engine's argv says --port {hint.port}")
@@ -177,27 +181,42 @@ def _resolve_port(flag: int | None, annotations: _Annotations, hint: EngineHint,
 
 
 def resolve_read_config(args: argparse.Namespace) -> ReadConfig:
-    """Flags, then the Pod's annotations, then the engine's argv, then the engine's defaults."""
+    """Flags, then the Pod's annotations, then the engine's argv, then the engine's defaults; then
+    where the engine's processes really listen (hook.listeners) decides among those, and the
+    container's other engines are read too."""
     warnings: list[str] = []
     flag_hint = EngineHint(kind=args.engine, role=args.role, source="flag" if args.engine else "none")
-    hint = flag_hint.merged(hint_from_proc(args.proc_root))
     annotations = _Annotations(args.annotations or default_annotations_file(), warnings)
-    port, port_source = _resolve_port(args.port, annotations, hint, warnings)
+    annotated = annotations.get(PORT_ANNOTATION, parse_port)
+    engines = _engines_listening(args.proc_root, warnings)
+    named = args.port if args.port is not None else annotated
+    primary = next((e for e in engines if named is not None and any(l.port == named for l in e.listeners)),
+                   engines[0] if engines else None)
+    own = hint_of({primary.hint: list(primary.pids)}, args.proc_root) if primary else EngineHint()
+    hint = flag_hint.merged(own)
+    port, port_source = _resolve_port(args.port, annotated, hint, warnings)
     metrics_path = args.path or annotations.get(PATH_ANNOTATION, parse_path) or DEFAULT_METRICS_PATH
     own_scheme = "https" if hint.tls else "http"
     scheme = args.scheme or annotations.get(SCHEME_ANNOTATION, parse_scheme) or own_scheme
+    place = partial(ReadConfig, read_timeout_s=args.read_timeout, max_body_bytes=args.max_body_bytes)
     target = Target(scheme=scheme, port=port, path=metrics_path, source=port_source)
-    hosts = engine_hosts(hint.host)
-    alternates = on_hosts(target, hosts)[1:]
-    if hint.port is not None and hint.port != port:
-        own = Target(scheme=own_scheme, port=hint.port, path=metrics_path, source="cmdline")
-        alternates += on_hosts(own, hosts)
-    return ReadConfig(
-        target=on_hosts(target, hosts)[0],
-        alternates=alternates,
+    if primary is not None and primary.listeners:
+        targets, others = _on_listeners(primary, target, hint, place, warnings)
+    else:
+        targets, others = on_hosts(target, engine_hosts(hint.host)), []
+        if hint.port is not None and hint.port != port:  # where its own --port puts it, should the target refuse
+            targets += on_hosts(Target(own_scheme, hint.port, metrics_path, source="cmdline"), engine_hosts(hint.host))
+    for engine in engines:
+        if engine is not primary:
+            others += _other_engine(engine, metrics_path, args.proc_root, place)
+    if others:
+        warnings.append(f"{len(others) + 1} engine listeners in this container ({', '.join(_where(c) for c in others)} "
+                        f"besides {targets[0].netloc}): each is read, and no read is idle while one of them is not")
+    return place(
+        target=targets[0],
+        alternates=targets[1:],
+        others=tuple(others),
         hint=hint,
-        read_timeout_s=args.read_timeout,
-        max_body_bytes=args.max_body_bytes,
         warnings=tuple(warnings + _argv_warnings(hint, port_source) + _where_warnings(hint)),
     )
 
@@ -208,6 +227,95 @@ def _argv_warnings(hint: EngineHint, port_source: str) -> list[str]:
     if port_source != UNKNOWN_PORT_SOURCE or hint.port_unknown is None:
         return list(hint.warnings)
     return [w for w in hint.warnings if hint.port_unknown not in w]
+
+
+
+def _on_listeners(engine: "_EngineListening", target: Target, hint: EngineHint, place: Callable[..., ReadConfig],
+                  warnings: list[str]) -> tuple[tuple[Target, ...], list[ReadConfig]]:
+    """`target` moved to where the engine listens (_listener_ports), on each of its hosts in order;
+    and the engine's other listeners to read too, where none is known to be the metrics port."""
+    ports = _listener_ports(engine, target.port, target.source, warnings)
+    if ports[0] != target.port or target.source in ("default", UNKNOWN_PORT_SOURCE):
+        target = replace(target, port=ports[0], source="listener")
+    others = []
+    for other_port in ports[1:]:
+        other = on_hosts(replace(target, port=other_port), _listener_hosts(engine.listeners, other_port))
+        others.append(place(target=other[0], alternates=other[1:], hint=hint))
+    return on_hosts(target, _listener_hosts(engine.listeners, target.port)), others
+
+
+@dataclass(frozen=True)
+class _EngineListening:
+    """One engine the process table shows, its processes, and where the kernel says they listen
+    (() when they hold no listener, or it could not be read: a warning says which)."""
+
+    hint: EngineHint
+    pids: tuple[str, ...]
+    listeners: tuple[Listener, ...]
+
+
+def _engines_listening(proc_root: str, warnings: list[str]) -> list[_EngineListening]:
+    """Every engine of the process table with its listeners, those that listen first, by port."""
+    found = []
+    for hint, pids in engine_processes(proc_root).items():
+        try:
+            listeners = engine_listeners(proc_root, pids)
+        except ListenerError as exc:
+            warnings.append(f"where the engine (PID {', '.join(pids)}) listens cannot be read ({exc}): "
+                            "reading where its flags say")
+            listeners = ()
+        found.append(_EngineListening(hint, tuple(pids), listeners))
+    return sorted(found, key=lambda e: (not e.listeners, min((l.port for l in e.listeners), default=0)))
+
+
+def _listener_ports(engine: _EngineListening, port: int, source: str, warnings: list[str]) -> list[int]:
+    """Which of the engine's listening ports serve /metrics: the one the sources name, when the
+    engine listens there; else the engine's own --port or default port; else the only one; else
+    every one of them (each read: none of them is known not to be the metrics port)."""
+    listening = sorted({listener.port for listener in engine.listeners})
+    if port in listening:
+        return [port]
+    kind = engine.hint.kind or EngineKind.VLLM
+    chosen = next((p for p in (engine.hint.port, DEFAULT_PORTS[kind]) if p in listening), None)
+    ports = [chosen] if chosen is not None else listening
+    if source not in ("default", UNKNOWN_PORT_SOURCE):
+        named = {"flag": "--port", "annotation": f"annotation {PORT_ANNOTATION}", "cmdline": "the engine's argv"}[source]
+        warnings.append(f"{named} names port {port}, but the engine's processes listen on "
+                        f"{', '.join(l.where for l in engine.listeners)} (the kernel's sockets): "
+                        f"reading {', '.join(str(p) for p in ports)}")
+    return ports
+
+
+def _listener_hosts(listeners: tuple[Listener, ...], port: int) -> tuple[str, ...]:
+    """Where the engine's sockets on `port` are read, in order: IPv4 ones first, each host once."""
+    hosts: list[str] = []
+    for listener in listeners:
+        if listener.port == port:
+            hosts += [host for host in listener.hosts() if host not in hosts]
+    return tuple(hosts)
+
+
+def _other_engine(engine: _EngineListening, metrics_path: str, proc_root: str,
+                  place: Callable[..., ReadConfig]) -> list[ReadConfig]:
+    """Another engine of the container, read where it listens (by the rule of _listener_ports), or,
+    where that is unknown, where its flags say."""
+    hint = hint_of({engine.hint: list(engine.pids)}, proc_root)
+    kind = hint.kind or EngineKind.VLLM
+    scheme = "https" if hint.tls else "http"
+    if not engine.listeners:
+        port, source = (hint.port, "cmdline") if hint.port is not None else (
+            DEFAULT_PORTS[kind], UNKNOWN_PORT_SOURCE if hint.port_unknown is not None else "default")
+        targets = on_hosts(Target(scheme, port, metrics_path, source=source), engine_hosts(hint.host))
+        return [place(target=targets[0], alternates=targets[1:], hint=hint)]
+    configs = []
+    for port in _listener_ports(engine, DEFAULT_PORTS[kind], "default", []):
+        targets = on_hosts(Target(scheme, port, metrics_path, source="listener"), _listener_hosts(engine.listeners, port))
+        configs.append(place(target=targets[0], alternates=targets[1:], hint=hint))
+    return configs
+
+
+def _where(config: ReadConfig) -> str:
+    return config.target.netloc
 
 
 def _where_warnings(hint: EngineHint) -> list[str]:

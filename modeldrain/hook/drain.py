@@ -145,7 +145,7 @@ def run_drain(config: DrainConfig, started_at: float, log: EventLog, *,
     plan = DrainPlan.build(started_at=started_at, grace_s=config.grace_s, route_wait_s=config.route_wait_s,
                            exit_reserve=initial_exit_reserve(config), interval_s=config.interval_s,
                            busy_interval_s=config.busy_interval_s, read_timeout_s=rc.read_timeout_s)
-    choice = policy_before_health(rc.hint, following_leader=following_leader)
+    choice = policy_before_health(rc.hint, following_leader=following_leader, other_engines=len(rc.others))
     if choice is not None:
         _log_start(config, plan, log, choice)
     else:

@@ -243,7 +243,12 @@ def _force_shutdown(proc_root: str, pids: list[str]) -> bool | None:
 
 
 def hint_from_proc(proc_root: str = PROC_ROOT) -> EngineHint:
-    """The engine hint from the processes visible here; none when zero or several engines differ.
+    """The engine hint from the processes visible here; none when zero or several engines differ."""
+    return hint_of(engine_processes(proc_root), proc_root)
+
+
+def engine_processes(proc_root: str = PROC_ROOT) -> dict[EngineHint, list[str]]:
+    """Each distinct engine the processes visible here run, with the PIDs that run it.
 
     Only this process's own PID namespace counts. In a Pod that is all /proc shows (the
     container's, or the Pod's with shareProcessNamespace); on a node /proc also shows every
@@ -253,7 +258,7 @@ def hint_from_proc(proc_root: str = PROC_ROOT) -> EngineHint:
     try:
         pids = [p for p in os.listdir(proc_root) if p.isdigit()]
     except OSError:
-        return EngineHint()
+        return hints
     own_namespace = _pid_namespace(proc_root, "self")
     for pid in pids:
         if own_namespace is not None and _pid_namespace(proc_root, pid) not in (own_namespace, None):
@@ -272,9 +277,14 @@ def hint_from_proc(proc_root: str = PROC_ROOT) -> EngineHint:
         hint = hint_from_argv(argv, cwd=os.path.join(proc_root, pid, "cwd"), cut=cut)
         if hint is not None:
             hints.setdefault(hint, []).append(pid)
-    if len(hints) != 1:
+    return hints
+
+
+def hint_of(engines: dict[EngineHint, list[str]], proc_root: str = PROC_ROOT) -> EngineHint:
+    """The one engine's hint, with what its environment says; none when zero or several differ."""
+    if len(engines) != 1:
         return EngineHint()
-    (hint, engine_pids), = hints.items()
+    (hint, engine_pids), = engines.items()
     if hint.kind is not EngineKind.SGLANG:
         return hint
     return replace(hint, force_shutdown=_force_shutdown(proc_root, engine_pids))

@@ -7,7 +7,8 @@ served nothing publishes no gauges, so the poll runs to G - 20). So for an SGLan
 SIGTERM will drain, `prestop` returns after the route wait (routers lag), whatever its gauges
 say. Its SIGTERM is an abort when SGL_FORCE_SHUTDOWN is set or when the server already reports
 itself unhealthy (/health not 200 before any SIGTERM); a node of rank >= 1 is a worker, not the
-server that drains. Every one of those facts must be known to follow the engine: an unknown
+server that drains; a container with another engine beside it is polled, since one engine's drain
+does not serve the other's requests. Every one of those facts must be known to follow the engine: an unknown
 keeps the full drain, as does every vLLM (its SIGTERM aborts, or with --shutdown-timeout answers
 new requests HTTP 500, so the poll is what protects a lagging router's requests).
 
@@ -42,11 +43,16 @@ def full(reason: str) -> PolicyChoice:
     return PolicyChoice(ExitPolicy.FULL_DRAIN, reason)
 
 
-def policy_before_health(hint: EngineHint, *, following_leader: bool) -> PolicyChoice | None:
+def policy_before_health(hint: EngineHint, *, following_leader: bool, other_engines: int = 0) -> PolicyChoice | None:
     """The full drain and why, from what the engine's argv and environment say; None when they allow
-    following the engine's drain, which its /health must then confirm (policy_after_health)."""
+    following the engine's drain, which its /health must then confirm (policy_after_health).
+    `other_engines`: the container's other engine listeners (hook.config.ReadConfig.others), whose
+    requests one engine's own drain does not serve."""
     if following_leader:
         return full("a worker follows its leader's drain-sidecar")
+    if other_engines:
+        return full(f"{other_engines + 1} engine listeners in this container: one engine's own SIGTERM drain "
+                    "does not serve the others' requests, so the poll waits on every one")
     if hint.kind is EngineKind.VLLM:
         return full("vLLM's SIGTERM aborts what is in flight, or with --shutdown-timeout answers new requests "
                     "HTTP 500: the poll to idle protects them")

@@ -29,7 +29,7 @@ import io
 import math
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable, Iterator, TextIO, cast
 
 from prometheus_client.openmetrics.parser import text_fd_to_metric_families as _openmetrics_lines
@@ -51,6 +51,7 @@ from modeldrain.hook.gauges import (
     WorkGauge,
     gauge_sets_of,
 )
+from modeldrain.hook.outcome import LabelledSeries, LabelSet
 from modeldrain.hook.work_names import WorkNameError, WorkTypes, refuse_disguised, suspect_line_starts
 
 OPENMETRICS_CONTENT_TYPE = "application/openmetrics-text"
@@ -109,6 +110,7 @@ class Sample:
     # vLLM's `engine` and SGLang's `pp_rank` label on a work gauge's sample, when it carries one.
     engine_label: str | None = None
     pp_rank_label: str | None = None
+    labels: LabelSet = ()  # every label, sorted: a series told from its siblings by them, never by position
 
 
 @dataclass(frozen=True)
@@ -127,6 +129,8 @@ class Exposition:
     # ... and of its request counter's series, which every engine core's logger makes at start
     counter_engines: frozenset[str] = frozenset()
     pp_ranks: frozenset[str] = frozenset()  # the `pp_rank` label values of SGLang's work series
+    # The same samples' label sets, name -> labels of each series, in the order of `series`.
+    labels: dict[str, tuple[LabelSet, ...]] = field(default_factory=dict)
 
     @property
     def process_start_time(self) -> float | None:
@@ -139,11 +143,13 @@ class Exposition:
         sums = {n: sum(self.series[n]) for n in RESTART_COUNTERS.values() if n in self.series}
         return {n: v for n, v in sums.items() if math.isfinite(v)}
 
-    def heartbeat(self, kind: EngineKind) -> tuple[float, ...] | None:
-        """The engine's scheduler heartbeat series (gauges.SCHEDULER_HEARTBEATS), in body order; None
-        when the engine has none or the body carries none."""
+    def heartbeat(self, kind: EngineKind) -> LabelledSeries | None:
+        """The engine's scheduler heartbeat series (gauges.SCHEDULER_HEARTBEATS) with their labels, in
+        body order; None when the engine has none or the body carries none."""
         name = SCHEDULER_HEARTBEATS.get(kind)
-        return self.series.get(name) if name is not None else None
+        if name is None or name not in self.series:
+            return None
+        return tuple(zip(self.labels.get(name, ()), self.series[name], strict=True))
 
 
 @dataclass(frozen=True)
@@ -328,7 +334,8 @@ def _parse_lines(lines: Iterable[str], openmetrics: bool, deadline_at: float) ->
                 if name is not None:
                     samples.append(Sample(name, _work_value(name, sample.labels, _as_float(sample.value)),
                                           sample.labels.get(SGLANG_ROLE_LABEL),
-                                          sample.labels.get(VLLM_ENGINE_LABEL), sample.labels.get(SGLANG_PP_RANK_LABEL)))
+                                          sample.labels.get(VLLM_ENGINE_LABEL), sample.labels.get(SGLANG_PP_RANK_LABEL),
+                                          tuple(sorted(sample.labels.items()))))
                 elif sample.name not in ordinary:
                     refuse_disguised(sample.name)
                     ordinary.add(sample.name)
@@ -369,6 +376,13 @@ def _series(samples: list[Sample]) -> dict[str, tuple[float, ...]]:
     return {name: tuple(values) for name, values in series.items()}
 
 
+def _labels(samples: list[Sample]) -> dict[str, tuple[LabelSet, ...]]:
+    labels: dict[str, list[LabelSet]] = {}
+    for sample in samples:
+        labels.setdefault(sample.name, []).append(sample.labels)
+    return {name: tuple(sets) for name, sets in labels.items()}
+
+
 def _exposition(samples: list[Sample], declared: frozenset[str], *, whole_body: bool) -> Exposition:
     kinds = {kind for prefix, kind in _KIND_BY_PREFIX.items() if any(s.name.startswith(prefix) for s in samples)}
     roles = {_ROLE_BY_LABEL.get(s.role_label or "") for s in samples
@@ -376,6 +390,7 @@ def _exposition(samples: list[Sample], declared: frozenset[str], *, whole_body: 
     roles.discard(None)
     return Exposition(
         series=_series(samples),
+        labels=_labels(samples),
         kind=kinds.pop() if len(kinds) == 1 else None,
         sglang_role=roles.pop() if len(roles) == 1 else None,
         whole_body=whole_body,

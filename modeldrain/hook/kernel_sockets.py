@@ -6,7 +6,8 @@ engine's port, from wherever its peer is. The sidecar reads the established conn
 not yet acknowledged (`tx_queue`): a stream's tail still going out to a slow reader after vLLM's
 gauges read zero, which bench/engines/stream_tail.py measures. The hook does not read it: vLLM's
 SIGTERM lets such a tail go out (measured, docs/engines.md), so waiting on it would only hold the
-replica longer; it is here, below both programs, for the day an engine's SIGTERM cuts one.
+replica longer; it is here, below both programs, for the day an engine's SIGTERM cuts one. The
+hook reads the listening sockets (modeldrain/hook/listeners.py): where the engine really serves.
 Every line is checked: a table that cannot be read, is cut off mid-line, is over its cap, or
 holds a line that is not the kernel's format raises KernelSocketError, so what it says is unknown
 rather than short.
@@ -31,6 +32,7 @@ STATE_ESTABLISHED = 0x01
 STATE_FIN_WAIT1 = 0x04
 STATE_CLOSE_WAIT = 0x08
 STATE_LAST_ACK = 0x09
+STATE_LISTEN = 0x0A
 STATE_CLOSING = 0x0B
 # The states in which bytes the engine wrote can still be owed to a client: the engine still
 # holds the socket (ESTABLISHED, CLOSE_WAIT), or has closed it and the kernel still delivers its
@@ -89,10 +91,12 @@ def read_kernel_table(path: str, max_bytes: int, error: type[Exception]) -> str:
         raise error(f"{path} is not ASCII") from None
 
 
-def sockets(proc_root: str, ports: Collection[int], max_bytes: int = MAX_TABLE_BYTES) -> list[KernelSocket]:
-    """Every socket on `ports`, in any state, IPv4 and IPv6; raises KernelSocketError."""
+def sockets(proc_root: str, ports: Collection[int] | None, max_bytes: int = MAX_TABLE_BYTES) -> list[KernelSocket]:
+    """Every socket on `ports` (None: on any port), in any state, IPv4 and IPv6; raises
+    KernelSocketError. `proc_root` may be one process's directory (/proc/PID): its tables are those
+    of that process's network namespace."""
     found: list[KernelSocket] = []
-    wanted = frozenset(ports)
+    wanted = None if ports is None else frozenset(ports)
     for name, address_bytes, optional in TABLES:
         path = os.path.join(proc_root, "net", name)
         if optional and not os.path.exists(path) and os.path.isdir(os.path.dirname(path)):
@@ -133,8 +137,9 @@ def _line_pattern(address_bytes: int) -> re.Pattern[str]:
 _PATTERNS = {address_bytes: _line_pattern(address_bytes) for _, address_bytes, _ in TABLES}
 
 
-def parse_table(path: str, text: str, address_bytes: int, ports: frozenset[int]) -> list[KernelSocket]:
-    """The sockets of one table's text whose local port is in `ports`; raises KernelSocketError."""
+def parse_table(path: str, text: str, address_bytes: int, ports: frozenset[int] | None) -> list[KernelSocket]:
+    """The sockets of one table's text whose local port is in `ports` (None: every one); raises
+    KernelSocketError."""
     if not text.endswith("\n"):
         raise KernelSocketError(f"{path} is empty or cut off mid-line")
     lines = text.split("\n")[:-1]
@@ -148,7 +153,7 @@ def parse_table(path: str, text: str, address_bytes: int, ports: frozenset[int])
             raise KernelSocketError(f"{path} line {number} is not a socket: {line[:80]!r}")
         local_hex, local_port_hex, remote_hex, remote_port_hex, state, tx_queue, inode = match.groups()
         local_port = int(local_port_hex, 16)
-        if local_port not in ports:
+        if ports is not None and local_port not in ports:
             continue
         found.append(KernelSocket(_address(local_hex), local_port, _address(remote_hex), int(remote_port_hex, 16),
                                   int(state, 16), int(tx_queue, 16), int(inode)))

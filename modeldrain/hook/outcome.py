@@ -14,6 +14,11 @@ from typing import TypedDict
 
 from modeldrain.hook.gauges import EngineKind, Role
 
+# One series' labels, sorted: how a series is told from its siblings between two reads.
+LabelSet = tuple[tuple[str, str], ...]
+# A counter's series as (labels, value) pairs, in body order.
+LabelledSeries = tuple[tuple[LabelSet, float], ...]
+
 
 class ReadOutcome(enum.Enum):
     IDLE = "idle"  # complete envelope, every gauge sums to zero
@@ -72,8 +77,9 @@ class Read:
     process_start_time: float | None = None
     # Counters that only grow within one engine process (gauges.RESTART_COUNTERS), summed.
     restart_counters: dict[str, float] = field(default_factory=dict)
-    # The scheduler heartbeat counter's series (gauges.SCHEDULER_HEARTBEATS), in body order.
-    heartbeat: tuple[float, ...] | None = None
+    # The scheduler heartbeat counter's series (gauges.SCHEDULER_HEARTBEATS) with their labels, in
+    # body order; None when the body carries none (or was not read).
+    heartbeat: LabelledSeries | None = None
     http_status: int | None = None
     body_bytes: int = 0
     # A worker's read of its leader made from a well-formed /v1/work answer (hook.leader): the

@@ -15,12 +15,12 @@ from modeldrain.hook.config import ReadConfig
 from modeldrain.hook.engine import EngineHint
 from modeldrain.hook.fetch import FetchError, fetch
 from modeldrain.hook.foreign_body import not_an_engine
-from modeldrain.hook.freshness import Heartbeat, stale_zero
+from modeldrain.hook.freshness import Heartbeat, remembered, stale_zero
 from modeldrain.hook.gauges import DEFAULT_METRICS_PATH, EngineKind, Role, gauge_set
 from modeldrain.hook.outcome import Read, ReadOutcome
 from modeldrain.hook.release_trust import unset_refusal, untrusted
 from modeldrain.hook.server_load import LOAD_PATH, MAX_LOAD_BODY_BYTES, ServerLoadError, parse_server_load
-from modeldrain.hook.target import Target
+from modeldrain.hook.target import GUESSED, Target
 
 
 def read_work(target: Target, hint: EngineHint, *, timeout_s: float, max_body_bytes: int) -> Read:
@@ -155,6 +155,14 @@ class EngineReader:
     address and the engine's own --host, then its own --port); a read is refused only when every
     one refuses. The first place that answers is read from then on, and the move is said once.
 
+    A refusal on a port the hook had to guess (Target.source "default": no flag, no annotation, no
+    argv and no listener named it) is no engine's answer: it is `incomplete`, said once, never
+    "nothing listens", which would end the drain at once.
+
+    The container's other engines (ReadConfig.others) are read after an idle read, or one that would
+    end the drain, in what is left of the same read's time: such a read stands only when every other
+    engine reads idle too (or, having answered before, now refuses: it has exited).
+
     It remembers the scheduler heartbeat of its latest read (modeldrain/hook/freshness.py): an idle read
     whose heartbeat has not moved since is `stale`, never idle. One reader, read in order."""
 
@@ -164,15 +172,51 @@ class EngineReader:
         self.target = config.target
         self._places = (config.target, *config.alternates)
         self._heartbeat: Heartbeat | None = None
+        self._guess_said = False
+        self.answered = False  # some read of it got an HTTP answer
+        self._others = tuple(EngineReader(other, on_switch) for other in config.others)
 
     def read(self, timeout_s: float) -> Read:
+        deadline_at = time.monotonic() + timeout_s
+        read = self._read_one(timeout_s)
+        if not (read.outcome.is_idle or read.outcome.ends_drain):
+            return read
+        for other in self._others:
+            left_s = deadline_at - time.monotonic()
+            if left_s <= 0:
+                return replace(read, outcome=ReadOutcome.TIMEOUT,
+                               detail=f"no time left to read the container's other engine on {other.target.netloc}")
+            answered_before = other.answered
+            theirs = other.read(left_s)
+            if theirs.outcome.is_idle or (theirs.outcome is ReadOutcome.REFUSED and answered_before):
+                continue
+            if theirs.outcome.ends_drain:  # never answered: unknown, not "nothing to measure" for this one
+                theirs = replace(theirs, outcome=ReadOutcome.INCOMPLETE)
+            return replace(theirs, detail=f"the container's other engine on {other.target.netloc}: {theirs.detail}"[:500],
+                           started_at=read.started_at, duration_s=time.monotonic() - read.started_at)
+        return read
+
+    def _read_one(self, timeout_s: float) -> Read:
         read = self._read_places(timeout_s)
+        self.answered = self.answered or read.http_status is not None
         stale = stale_zero(self._heartbeat, read)
-        if read.heartbeat is not None:
-            self._heartbeat = read.heartbeat
+        self._heartbeat = remembered(self._heartbeat, read)
         return read if stale is None else replace(read, outcome=ReadOutcome.STALE, detail=stale)
 
     def _read_places(self, timeout_s: float) -> Read:
+        read = self._read_every_place(timeout_s)
+        if (read.outcome is not ReadOutcome.REFUSED or self.answered or self.target.source != GUESSED
+                or self._config.hint.uds is not None):  # on a Unix socket: its own word that no port serves
+            return read
+        why = (f"{read.detail}; but port {self.target.port} was guessed (the engine's default: no --port, no "
+               f"annotation, no engine flag or listener named it), so a refusal there is not the engine's answer: "
+               "waiting, never taken for nothing listening")
+        if not self._guess_said:
+            self._guess_said = True
+            self._on_switch(why)
+        return replace(read, outcome=ReadOutcome.INCOMPLETE, detail=why[:500])
+
+    def _read_every_place(self, timeout_s: float) -> Read:
         c = self._config
         deadline_at = time.monotonic() + timeout_s
         first = read_work(self.target, c.hint, timeout_s=timeout_s, max_body_bytes=c.max_body_bytes)

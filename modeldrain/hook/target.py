@@ -14,6 +14,8 @@ LOOPBACK_HOSTS = (LOOPBACK_HOST, "::1")
 # Target.source where the engine's argv is seen but its port cannot be read (hook.engine's
 # EngineHint.port_unknown): the port read is the engine's default, a guess.
 UNKNOWN_PORT_SOURCE = "unknown"
+# Target.source of a port no source named: the engine's default, guessed (hook.reader.EngineReader).
+GUESSED = "default"
 # --host values that mean every address: loopback answers for them.
 _WILDCARDS = frozenset({"", "0.0.0.0", "::"})
 # An address or a DNS name: nothing else goes into a request's Host header.
@@ -26,8 +28,9 @@ class Target:
     port: int
     path: str
     host: str = LOOPBACK_HOST
-    # Where the port came from ("flag", "annotation", "cmdline", "default", UNKNOWN_PORT_SOURCE), for the log.
-    source: str = "default"
+    # Where the port came from ("flag", "annotation", "cmdline", "listener": the kernel's socket of
+    # an engine process, GUESSED, UNKNOWN_PORT_SOURCE), for the log and for what an answer there means.
+    source: str = GUESSED
 
     @property
     def port_unknown(self) -> bool:

@@ -142,8 +142,10 @@ def resolve_config(args: argparse.Namespace, parser: argparse.ArgumentParser,
             parser.error(f"--token-file: {exc}")
     host, port = args.listen
     read = resolve_read_config(args)
-    # The engine's serving ports: the target's, and any other port it can be found on (its own --port).
-    engine_ports = [read.target.port, *(alternate.port for alternate in read.alternates)]  # sorted and deduped below
+    # The engine's serving ports: the target's, any other port it can be found on (its own --port),
+    # and the container's other engines' (hook.config.ReadConfig.others).
+    engine_ports = [read.target.port, *(alternate.port for alternate in read.alternates),
+                    *(other.target.port for other in read.others)]  # sorted and deduped below
     pod = PodIdentity(
         namespace=args.pod_namespace or env.get(POD_NAMESPACE_ENV) or None,
         name=args.pod_name or env.get(POD_NAME_ENV) or None,

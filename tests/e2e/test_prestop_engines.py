@@ -166,7 +166,8 @@ def test_an_engine_moved_by_its_own_port_is_read_there_when_the_annotated_port_r
                           "--proc-root", container_proc(tmp_path, engine))
     assert run.code == 0, run.stderr  # drained, not "nothing to measure" after the route wait
     warnings = [e["message"] for e in run.events if e["event"] == "config_warning"]
-    assert any(f"the engine's own --port {engine.port} answers" in w for w in warnings), warnings
+    # The kernel says where the engine listens: read there from the first read, said once.
+    assert any(f"but the engine's processes listen on 127.0.0.1:{engine.port}" in w for w in warnings), warnings
     assert run.event("read_state")["outcome"] == "busy" and run.finished["elapsed_s"] >= 3.0
 
 
@@ -180,7 +181,7 @@ def test_check_reads_where_the_drain_would_when_the_annotated_port_refuses(tmp_p
     report = json.loads(proc.stdout)
     assert proc.returncode == 0 and report["verdict"] == "idle", proc.stdout + proc.stderr
     assert report["target"] == f"http://127.0.0.1:{engine.port}/metrics"
-    assert any(f"the engine's own --port {engine.port} answers" in w for w in report["warnings"]), report
+    assert any(f"but the engine's processes listen on 127.0.0.1:{engine.port}" in w for w in report["warnings"]), report
 
 
 def test_two_hooks_at_once_both_drain():

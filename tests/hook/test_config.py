@@ -1,5 +1,9 @@
 """Flags, the Pod's annotations, the engine's argv and the defaults, resolved once and in that order."""
 
+import os
+import socket
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -218,3 +222,47 @@ def test_a_port_given_by_flag_or_annotation_is_no_guess(tmp_path):
     by_annotation = read_config(tmp_path, "--annotations", annotations(tmp_path, port="9001"), proc=proc)
     by_flag = read_config(tmp_path, "--port", "9002", "--annotations", no_annotations(tmp_path), proc=proc)
     assert (by_annotation.target.source, by_flag.target.source) == ("annotation", "flag")
+
+
+def proc_listening_as(tmp_path: Path, argv: list[str], pid: int | None = None) -> str:
+    """A /proc showing one process with `argv` whose descriptors and socket tables are those of
+    process `pid` (default: this one): its sockets are that engine's listeners, as the kernel says."""
+    root = Path(fake_proc(tmp_path, argv))
+    (root / "1" / "fd").symlink_to(f"/proc/{pid or os.getpid()}/fd")
+    (root / "1" / "net").symlink_to(f"/proc/{pid or os.getpid()}/net")
+    return str(root)
+
+
+LISTEN_TWICE = """\
+import socket, sys
+servers = [socket.create_server(("127.0.0.1", 0)) for _ in range(2)]
+print(*(s.getsockname()[1] for s in servers), flush=True)
+sys.stdin.read()
+"""
+
+
+def test_an_engine_listening_on_ports_no_source_names_is_read_on_each(tmp_path):
+    """Neither --port 9000 (its argv) nor the default: none of its listeners is known not to serve
+    the metrics, so every one is read and none is taken for the engine alone."""
+    child = subprocess.Popen([sys.executable, "-c", LISTEN_TWICE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True)
+    try:
+        assert child.stdout is not None
+        ports = sorted(int(word) for word in child.stdout.readline().split())
+        c = read_config(tmp_path, "--annotations", no_annotations(tmp_path),
+                        proc=proc_listening_as(tmp_path, VLLM_ON_9000, child.pid))
+    finally:
+        child.kill()
+        child.wait()
+    assert [c.target.port, *(other.target.port for other in c.others)] == ports
+    assert c.target.source == "listener"
+    assert any("names port 9000, but the engine's processes listen on" in w for w in c.warnings), c.warnings
+
+
+def test_a_dual_stack_ipv6_listener_is_read_on_ipv6_loopback_then_on_127_0_0_1(tmp_path):
+    with socket.create_server(("::", 0), family=socket.AF_INET6, dualstack_ipv6=True) as server:
+        port = server.getsockname()[1]
+        argv = ["/usr/local/bin/vllm", "serve", "m", "--host", "::", "--port", str(port)]
+        c = read_config(tmp_path, "--annotations", no_annotations(tmp_path), proc=proc_listening_as(tmp_path, argv))
+    assert c.target.url == f"http://[::1]:{port}/metrics" and c.target.source == "cmdline"
+    assert [alternate.netloc for alternate in c.alternates] == [f"127.0.0.1:{port}"]

@@ -2,6 +2,7 @@
 that does it (modeldrain/hook/drain.py) with an injected clock, reader and /health."""
 
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -12,7 +13,7 @@ from modeldrain.hook.exit_policy import ExitPolicy, policy_after_health, policy_
 from modeldrain.hook.exitcodes import ExitCode
 from modeldrain.hook.gauges import EngineKind, Role
 from tests.hook import test_drain
-from tests.hook.test_drain import BUSY3, T0, FakeClock, ScriptedEngine, config
+from tests.hook.test_drain import BUSY3, IDLE, T0, FakeClock, ScriptedEngine, config
 
 logged = test_drain.logged  # the drain tests' log fixture, used here too
 
@@ -104,3 +105,18 @@ def test_vllm_is_drained_in_full_without_a_health_read(logged):
     result, _, events = run(logged, health, hint=EngineHint(kind=EngineKind.VLLM, source="cmdline"))
     assert result.outcome is DrainOutcome.DEADLINE and health.calls == 0
     assert events[0]["exit_policy"] == "full_drain" and "vLLM" in events[0]["exit_policy_reason"]
+
+
+def test_an_sglang_server_beside_another_engine_is_polled_not_handed_its_own_drain(logged):
+    """Its own SIGTERM drain serves its requests, not the other engine's (issue 25: read each)."""
+    log, events = logged
+    clock = FakeClock(T0)
+    engine = ScriptedEngine(clock, [IDLE])
+    engine.kind = EngineKind.SGLANG
+    base = config(hint=SGLANG, grace_s=30.0)
+    two = replace(base, read=replace(base.read, others=(base.read,)))
+    health = Health(200)
+    result = run_drain(two, T0, log, read=engine, clock=clock, health=health)
+    assert result.outcome is DrainOutcome.IDLE and health.calls == 0
+    started = events()[0]
+    assert started["exit_policy"] == "full_drain" and "2 engine listeners" in started["exit_policy_reason"]

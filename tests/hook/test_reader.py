@@ -197,6 +197,33 @@ def test_an_engine_on_ipv6_loopback_alone_is_read_there_not_taken_for_nothing_li
     assert gone.outcome is ReadOutcome.REFUSED and "every place the engine can be" in gone.detail
 
 
+def test_a_refusal_on_a_guessed_port_is_incomplete_said_once_and_an_answer_before_makes_it_a_refusal(serve):
+    """A port no source named (Target.source "default") is no engine's answer: refused there is not
+    "nothing listens" (issue 25). A named port that refuses stays `refused` (the test above)."""
+    guessed = replace(refusing_target(), source="default")
+    said: list[str] = []
+    reader = EngineReader(config_for(guessed), said.append)
+    first, second = reader.read(1.0), reader.read(1.0)
+    assert first.outcome is second.outcome is ReadOutcome.INCOMPLETE and first.outcome.verdict == "busy"
+    assert len(said) == 1 and f"port {guessed.port} was guessed" in said[0] and "was guessed" in first.detail
+    answering = replace(serve(canned(http_response(BUSY))), source="default")
+    reader = EngineReader(config_for(answering))
+    assert reader.read(1.0).outcome is ReadOutcome.BUSY
+    serve.servers[-1].close()  # it answered, then its listener closed: the engine has exited
+    assert reader.read(1.0).outcome is ReadOutcome.REFUSED
+
+
+def test_another_engines_busy_read_stands_for_an_idle_one_and_its_unknown_is_never_idle(serve):
+    idle = serve(canned(http_response(IDLE)))
+    busy = serve(canned(http_response(BUSY)))
+    both = replace(config_for(idle), others=(config_for(busy),))
+    read = EngineReader(both).read(1.0)
+    assert read.outcome is ReadOutcome.BUSY and f"other engine on {busy.netloc}" in read.detail
+    never_answered = replace(config_for(idle), others=(config_for(refusing_target()),))
+    read = EngineReader(never_answered).read(1.0)
+    assert read.outcome is ReadOutcome.INCOMPLETE and not read.outcome.ends_drain
+
+
 SGLANG_ZERO = (b'sglang:num_running_reqs{engine_type="unified"} 0\nsglang:num_queue_reqs{engine_type="unified"} 0\n'
                b'# TYPE sglang:scheduler_process_cpu_seconds_total counter\n')
 
@@ -220,6 +247,37 @@ def test_engine_reader_takes_an_sglang_zero_for_idle_only_after_the_scheduler_he
     # stood still again.
     assert outcomes == [ReadOutcome.IDLE, ReadOutcome.STALE, ReadOutcome.IDLE, ReadOutcome.STALE]
     assert ReadOutcome.STALE.verdict == "busy" and not ReadOutcome.STALE.is_idle
+
+
+def read_in_turn(serve, bodies: list[bytes]) -> list[ReadOutcome]:
+    """One reader reading each body in order, each from a server that answers it."""
+    servers = [serve(canned(http_response(body))) for body in bodies]
+    reader = EngineReader(config_for(servers[0]))
+    outcomes = []
+    for target in servers:
+        reader.target = target
+        outcomes.append(reader.read(1.0).outcome)
+    return outcomes
+
+
+def ranked_body(*ranks: tuple[str, str]) -> bytes:
+    """An idle SGLang body with one heartbeat series per (tp_rank, value), in the order given."""
+    return SGLANG_ZERO + b"".join(
+        f'sglang:scheduler_process_cpu_seconds_total{{engine_type="unified",tp_rank="{rank}"}} {value}\n'.encode()
+        for rank, value in ranks)
+
+
+@pytest.mark.parametrize("bodies", [
+    # Issue 25 item 6: absent on the first read, then constant: both later zeros were trusted (exit 0).
+    [SGLANG_ZERO, sglang_body(4.0), sglang_body(4.0)],
+    # NaN compares false both ways: it counted as advanced.
+    [sglang_body(3.0), sglang_body(float("nan")), sglang_body(float("nan"))],
+    # Two schedulers whose series swap order: rank 0 frozen at 5, hidden when compared by position.
+    # Compared by position, the second read's (9, 5) moved past the first's (5, 3).
+    [ranked_body(("0", "5"), ("1", "3")), ranked_body(("1", "9"), ("0", "5")), ranked_body(("0", "5"), ("1", "10"))],
+], ids=["late-heartbeat", "nan", "swapped-ranks"])
+def test_no_zero_after_the_first_is_trusted_without_a_heartbeat_that_moved(serve, bodies):
+    assert read_in_turn(serve, bodies)[1:] == [ReadOutcome.STALE, ReadOutcome.STALE]
 
 
 def by_path(serve, metrics: bytes, load: bytes | None):
