@@ -35,8 +35,8 @@ HOOK_LAYERS: dict[str, int] = {
     "modeldrain.hook.freshness": 2, "modeldrain.hook.kernel_sockets": 2,
     # a leader's drain-sidecar, read like the engine
     "modeldrain.hook.leader": 3,
-    # the configuration: flags, annotations, argv, environment
-    "modeldrain.hook.config": 4,
+    # the configuration: flags, annotations, argv, environment; what a worker's own sidecar remembers
+    "modeldrain.hook.config": 4, "modeldrain.hook.leader_memory": 4,
     # the one reader bound to its configuration; the pure decisions over reads
     "modeldrain.hook.reader": 5, "modeldrain.hook.decision": 5, "modeldrain.hook.exit_policy": 5,
     # the drain loop

@@ -28,7 +28,8 @@ from modeldrain.hook.events import EventLog
 from modeldrain.hook.exit_policy import ExitPolicy, PolicyChoice, policy_after_health, policy_before_health
 from modeldrain.hook.fetch import FetchError, fetch
 from modeldrain.hook.foreign_body import NOT_AN_ENGINE
-from modeldrain.hook.leader import LeaderReader
+from modeldrain.hook.leader import KnownLeader, LeaderReader
+from modeldrain.hook.leader_memory import recall_leader
 from modeldrain.hook.outcome import Read, read_fields
 from modeldrain.hook.reader import EngineReader
 
@@ -64,6 +65,8 @@ FOLLOW_PENDING_REASON = ("SGLang drains on SIGTERM (it keeps serving, new reques
                          "wait's end")
 # How long the route wait's end waits for the /health thread to hand over an answer it has.
 HEALTH_HANDOVER_S = 0.05
+# The ask of a worker's own drain-sidecar is bounded by the route wait's end, and gets at least this.
+LEADER_MEMORY_MIN_WAIT_S = 0.25
 # /health's body is a few bytes; a bigger one is read no further.
 HEALTH_MAX_BODY_BYTES = 4096
 
@@ -135,11 +138,6 @@ def run_drain(config: DrainConfig, started_at: float, log: EventLog, *,
     the configured EngineReader, whose switch to the engine's own port is logged as a warning);
     `health`: the /health reader (default: health_reader)."""
     rc = config.read
-    if read is None:
-        if config.leader is not None:
-            read = LeaderReader(config.leader).read
-        else:
-            read = EngineReader(rc, lambda message: log.warning("config_warning", message=message)).read
     following_leader = config.leader is not None
     plan = DrainPlan.build(started_at=started_at, grace_s=config.grace_s, route_wait_s=config.route_wait_s,
                            exit_reserve=initial_exit_reserve(config), interval_s=config.interval_s,
@@ -147,7 +145,14 @@ def run_drain(config: DrainConfig, started_at: float, log: EventLog, *,
     choice = policy_before_health(rc.hint, following_leader=following_leader)
     if choice is not None:
         _log_start(config, plan, log, choice)
-    else:
+    known: KnownLeader | None = None
+    if read is None:
+        if config.leader is not None:
+            known = _recall_leader(config, plan, clock, log)
+            read = LeaderReader(config.leader, known).read
+        else:
+            read = EngineReader(rc, lambda message: log.warning("config_warning", message=message)).read
+    if choice is None:
         health_wait_s = max(0.0, plan.first_read_at - clock.now())
         pending = _HealthInBackground(health or health_reader(config, min(constants.HEALTH_READ_TIMEOUT_S,
                                                                            health_wait_s)))
@@ -159,7 +164,8 @@ def run_drain(config: DrainConfig, started_at: float, log: EventLog, *,
                                None, 0)
         log.emit("exit_policy_changed", exit_policy=confirmed.policy.value, exit_policy_reason=confirmed.reason)
 
-    state = DrainState()
+    # A leader the worker's sidecar saw answer has answered: refused now, it is gone, not unknown.
+    state = DrainState(leader_answered=known is not None)
     progress = _ProgressLog(log)
     while True:
         step = next_step(plan, state, clock.now(), following_leader=following_leader)
@@ -178,6 +184,22 @@ def run_drain(config: DrainConfig, started_at: float, log: EventLog, *,
                      deadline_s=round(plan.deadline_at - plan.started_at, 3))
         if finish is not None:
             return _result(state, finish, started_at, clock.now())
+
+
+def _recall_leader(config: DrainConfig, plan: DrainPlan, clock: Clock, log: EventLog) -> KnownLeader | None:
+    """Ask the worker's own drain-sidecar which leader it saw answer, within the route wait."""
+    assert config.leader is not None
+    if config.own_sidecar is None:
+        log.emit("leader_memory", known=False, detail="--own-sidecar none")
+        return None
+    timeout_s = min(config.read.read_timeout_s, max(LEADER_MEMORY_MIN_WAIT_S, plan.first_read_at - clock.now()))
+    recall = recall_leader(config.own_sidecar, config.leader, timeout_s)
+    known = recall.known
+    log.emit("leader_memory", known=known is not None, detail=recall.detail, own_sidecar=config.own_sidecar.url,
+             leader_uid=known.identity.uid if known else None,
+             leader_instance=known.identity.instance if known else None,
+             last_answered_age_s=round(known.last_answered_age_s, 3) if known else None)
+    return known
 
 
 def initial_exit_reserve(config: DrainConfig) -> ExitReserve:

@@ -23,6 +23,7 @@ from modeldrain.sidecar.coalescer import Coalescer
 from modeldrain.sidecar.command import CommandWatch
 from modeldrain.sidecar.constants import SERVER_HEADER
 from modeldrain.sidecar.drain_job import DrainJobs, DrainRefused
+from modeldrain.sidecar.leader_watch import LeaderWatch
 from modeldrain.sidecar.lifecycle import Lifecycle
 from modeldrain.sidecar.metrics import SidecarMetrics
 from modeldrain.sidecar.sampler import NumberedRead
@@ -70,6 +71,7 @@ class Service:
     command: CommandWatch  # the engine's own command, for the retirement protocol's refusal
     work_wait_s: float  # the longest a /v1/work waits for its read
     log: EventLog
+    leader: LeaderWatch | None = None  # a worker: what it remembers of its leader, for its hook
 
 
 APP_SERVICE = web.AppKey("service", Service)
@@ -146,7 +148,8 @@ async def work(request: web.Request) -> web.Response:
         raise ApiError(504, errors.READ_TIMEOUT,
                        f"no fresh read of the engine finished within {service.work_wait_s:g} s") from None
     return _json(work_answer(service.identity, sample, command=await service.command.current(),
-                               terminating=service.lifecycle.terminating))
+                               terminating=service.lifecycle.terminating,
+                               leader=service.leader.fields() if service.leader is not None else None))
 
 
 async def drain_route(request: web.Request) -> web.Response:
