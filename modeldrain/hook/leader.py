@@ -105,7 +105,8 @@ class KnownLeader:
 
     def said(self) -> str:
         who = f"Pod UID {self.identity.uid}" if self.identity.uid else f"sidecar {self.identity.instance}"
-        return (f"{who} answered the worker's drain-sidecar {self.answers} times, the last "
+        times = "once" if self.answers == 1 else f"{self.answers} times"
+        return (f"{who} answered the worker's drain-sidecar {times}, the last "
                 f"{self.last_answered_age_s:.1f} s before this hook asked")
 
 
