@@ -33,6 +33,8 @@ HOOK_LAYERS: dict[str, int] = {
     # reading: argv, exposition, HTTP, the kernel's socket tables
     "modeldrain.hook.engine": 2, "modeldrain.hook.exposition": 2, "modeldrain.hook.fetch": 2,
     "modeldrain.hook.freshness": 2, "modeldrain.hook.kernel_sockets": 2,
+    # an earlier run of the hook in the same container (a marker in $TMPDIR)
+    "modeldrain.hook.rerun": 2,
     # a leader's drain-sidecar, read like the engine
     "modeldrain.hook.leader": 3,
     # the configuration: flags, annotations, argv, environment; what a worker's own sidecar remembers

@@ -37,6 +37,7 @@ from modeldrain.hook.flags import (
 )
 from modeldrain.hook.gauges import DEFAULT_METRICS_PATH, DEFAULT_PORTS, EngineKind
 from modeldrain.hook.leader import LeaderConfig, leader_from_env, parse_leader_url
+from modeldrain.hook.rerun import FirstRun
 from modeldrain.hook.target import Target, engine_hosts, on_hosts, usable_host
 from modeldrain.hook.token import read_token
 
@@ -71,6 +72,9 @@ class DrainConfig:
     grace_flag: str = "--grace"  # what gave it, for drain_started (the sidecar's /v1/drain: ?grace=)
     # A worker: its own drain-sidecar, asked at the start which leader it saw answer (hook.leader_memory).
     own_sidecar: Target | None = None
+    # An earlier run of this hook in this container that never finished (hook.rerun): the route
+    # wait it served is not waited again.
+    rerun_of: FirstRun | None = None
 
 
 def add_target_flags(parser: argparse.ArgumentParser) -> None:

@@ -24,7 +24,7 @@ from modeldrain.hook.decision import (
     next_step,
     reserve_after_read,
 )
-from modeldrain.hook.events import EventLog
+from modeldrain.hook.events import EventLog, utc_timestamp
 from modeldrain.hook.exit_policy import ExitPolicy, PolicyChoice, policy_after_health, policy_before_health
 from modeldrain.hook.fetch import FetchError, fetch
 from modeldrain.hook.foreign_body import NOT_AN_ENGINE
@@ -234,6 +234,12 @@ def _log_start(config: DrainConfig, plan: DrainPlan, log: EventLog, choice: Poli
         exit_policy_reason=choice.reason,
         log_mirror=log.mirror_status,
     )
+    if config.rerun_of is not None:
+        first = config.rerun_of
+        log.emit("rerun", first_pid=first.pid, first_started_at=utc_timestamp(first.started_at_unix),
+                 first_running=first.running, route_wait_left_s=round(config.route_wait_s, 3),
+                 message="an earlier run of this hook in this container started and did not finish (kubelet "
+                 "restarted mid-drain and runs the preStop again); the route wait it served is not waited again")
     # What the read configuration says of the local engine (no port found, a bad annotation) does
     # not apply to a worker that reads its leader's sidecar instead.
     local_warnings = () if config.leader is not None else rc.warnings
