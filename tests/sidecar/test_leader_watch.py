@@ -49,3 +49,25 @@ def test_the_first_leader_is_remembered_and_a_new_one_never_takes_its_place():
     assert (fields["known"], fields["uid"], fields["instance"]) == (True, "uid-1", "a" * 32)
     assert fields["answers"] == 2 and fields["last_answered_age_s"] == 4.0
     assert fields["replaced_by_uid"] == "uid-2" and fields["url"] == "http://llm-0.llm.team-a:8490/v1/work"
+
+
+def test_a_workers_answer_carries_its_leader_within_the_contract():
+    """Real processes: a leader sidecar and a worker's, the worker's answer checked against openapi.json."""
+    import time
+
+    from emulation.engine_process import EngineProcess
+
+    from .contract import assert_work
+    from .sidecar_process import SidecarProcess
+
+    with EngineProcess("--kind", "vllm") as engine, \
+            SidecarProcess("--port", str(engine.port), "--engine", "vllm",
+                           env={"POD_NAME": "llm-0", "POD_NAMESPACE": "team-a", "POD_UID": "uid-1"}) as leader, \
+            SidecarProcess("--port", "1", "--follow-leader", leader.base_url) as worker:
+        unknown = assert_work(worker.work())["leader"]
+        deadline_at = time.monotonic() + 15
+        while not (memory := assert_work(worker.work())["leader"])["known"] and time.monotonic() < deadline_at:
+            time.sleep(0.2)
+    assert unknown["url"] == f"{leader.base_url}/v1/work"
+    assert memory["known"] and memory["uid"] == "uid-1" and memory["name"] == "llm-0" and memory["answers"] >= 1
+    assert any(e["event"] == "leader_known" and e["uid"] == "uid-1" for e in worker.events())
