@@ -36,7 +36,7 @@ from modeldrain.hook.flags import (
     whole_number_arg,
 )
 from modeldrain.hook.gauges import DEFAULT_METRICS_PATH, DEFAULT_PORTS, EngineKind
-from modeldrain.hook.leader import LeaderConfig, leader_from_env, parse_leader_url
+from modeldrain.hook.leader import LEADER_MEMORY_PATH, LeaderConfig, leader_from_env, parse_leader_url
 from modeldrain.hook.rerun import FirstRun
 from modeldrain.hook.target import Target, engine_hosts, on_hosts, usable_host
 from modeldrain.hook.token import read_token
@@ -117,7 +117,7 @@ def _leader_token_file(path: str) -> str:
     return path
 
 
-OWN_SIDECAR_URL = f"http://127.0.0.1:{constants.SIDECAR_PORT}"
+OWN_SIDECAR_URL = f"http://127.0.0.1:{constants.SIDECAR_PORT}{LEADER_MEMORY_PATH}"
 
 
 def add_drain_flags(parser: argparse.ArgumentParser) -> None:
@@ -225,7 +225,9 @@ def _where_warnings(hint: EngineHint) -> list[str]:
 
 def _own_sidecar(text: str) -> Target | None:
     """--own-sidecar: this Pod's drain-sidecar URL, or 'none' (None)."""
-    return None if text.strip().lower() == "none" else parse_leader_url(text, what="--own-sidecar")
+    if text.strip().lower() == "none":
+        return None
+    return parse_leader_url(text, what="--own-sidecar", default_path=LEADER_MEMORY_PATH)
 
 
 def _follow_leader(text: str) -> Target | bool:

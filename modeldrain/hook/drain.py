@@ -65,8 +65,9 @@ FOLLOW_PENDING_REASON = ("SGLang drains on SIGTERM (it keeps serving, new reques
                          "wait's end")
 # How long the route wait's end waits for the /health thread to hand over an answer it has.
 HEALTH_HANDOVER_S = 0.05
-# The ask of a worker's own drain-sidecar is bounded by the route wait's end, and gets at least this.
-LEADER_MEMORY_MIN_WAIT_S = 0.25
+# The ask of a worker's own drain-sidecar (an answer from memory, on loopback: milliseconds) is bounded
+# by the route wait's end, and gets at least this, which may delay a short route wait's first read.
+LEADER_MEMORY_MIN_WAIT_S = 1.0
 # /health's body is a few bytes; a bigger one is read no further.
 HEALTH_MAX_BODY_BYTES = 4096
 

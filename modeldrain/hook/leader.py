@@ -37,6 +37,8 @@ from modeldrain.hook.target import Target
 from modeldrain.hook.token import TokenFileError, read_token
 
 WORK_PATH = "/v1/work"
+# The worker's own drain-sidecar's memory of its leader (hook.leader_memory): answered without an engine read.
+LEADER_MEMORY_PATH = "/v1/leader"
 # One /v1/work answer is ~1 KB; a leader that sends megabytes is not a drain-sidecar.
 MAX_ANSWER_BYTES = 256 * 1024
 
@@ -50,8 +52,8 @@ class LeaderConfig:
     source: str  # "--follow-leader" or "LeaderWorkerSet"
 
 
-def parse_leader_url(text: str, what: str = "--follow-leader") -> Target:
-    """http://HOST[:PORT][/PATH]: the leader's drain-sidecar (port 8490, path /v1/work by default)."""
+def parse_leader_url(text: str, what: str = "--follow-leader", default_path: str = WORK_PATH) -> Target:
+    """http://HOST[:PORT][/PATH]: a drain-sidecar (port 8490, path `default_path`, /v1/work, by default)."""
     match = _URL.match(text.strip())
     if not match:
         raise ValueError(f"{what} must be http://HOST[:PORT][/PATH], got {text!r}")
@@ -59,7 +61,7 @@ def parse_leader_url(text: str, what: str = "--follow-leader") -> Target:
         raise ValueError(f"{what} host must be a DNS name or an IP address (labels of 1 to 63 "
                          f"characters), got {text!r}")
     port = parse_port(match["port"], what=f"{what} port") if match["port"] else SIDECAR_PORT
-    path = match["path"] if match["path"] and match["path"] != "/" else WORK_PATH
+    path = match["path"] if match["path"] and match["path"] != "/" else default_path
     return Target("http", port, path, host=match["host"].strip("[]"), source="leader")
 
 

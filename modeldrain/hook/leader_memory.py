@@ -6,8 +6,9 @@ its leader's sidecar refuses or its name no longer resolves, and the hook itself
 leader answer: alone it cannot tell a leader that left from a wrong address. The worker's own
 drain-sidecar runs for the Pod's whole life and reads the leader as it goes
 (modeldrain/sidecar/leader_watch.py); its /v1/work answer carries `leader`: the leader's Pod UID
-and sidecar instance, and how long ago it last answered. A leader known there, and refusing now,
-is gone; one never known stays unknown (`leader_unreachable`).
+and sidecar instance, and how long ago it last answered; its `GET /v1/leader` answers that from
+memory, with no engine read in the way. A leader known there, and refusing now, is gone; one
+never known stays unknown (`leader_unreachable`).
 
 Trusted only as the leader's own answers are: the one schema, the same leader URL, the fields of
 their types. Anything else is no memory, said in words, and the hook behaves as before.
@@ -36,7 +37,7 @@ class Recall:
 
 
 def recall_leader(own: Target, leader: LeaderConfig, timeout_s: float) -> Recall:
-    """GET the worker's own drain-sidecar's /v1/work (with the leader's token: one Secret for
+    """GET the worker's own drain-sidecar's /v1/leader (with the leader's token: one Secret for
     both in the shipped manifests) and read its `leader`. Never raises."""
     headers = {}
     try:
@@ -54,7 +55,7 @@ def recall_leader(own: Target, leader: LeaderConfig, timeout_s: float) -> Recall
 
 
 def parse_memory(body: bytes, leader: Target) -> Recall:
-    """The `leader` object of a /v1/work answer, for the leader this hook follows."""
+    """The `leader` object of a /v1/leader (or /v1/work) answer, for the leader this hook follows."""
     try:
         data = json.loads(body)
         if not isinstance(data, dict) or data.get("schema") != SIDECAR_SCHEMA:

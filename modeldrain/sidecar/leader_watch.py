@@ -8,7 +8,8 @@ left from a wrong address. This sidecar runs for the Pod's whole life, so it rea
 answered: its Pod UID and sidecar instance. A worker's leader is one Pod (the worker
 StatefulSet is owned by it), so another UID answering later is a new leader of the same name and
 is remembered as such, never in the old one's place. The hook asks at its start
-(modeldrain/hook/leader_memory.py), in /v1/work's `leader`.
+(modeldrain/hook/leader_memory.py) with GET /v1/leader, answered from this memory alone; /v1/work
+carries the same `leader` for people and controllers.
 
 Kept in memory: a sidecar that restarts learns its leader again from the next answer.
 """

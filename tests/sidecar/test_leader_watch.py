@@ -71,3 +71,17 @@ def test_a_workers_answer_carries_its_leader_within_the_contract():
     assert unknown["url"] == f"{leader.base_url}/v1/work"
     assert memory["known"] and memory["uid"] == "uid-1" and memory["name"] == "llm-0" and memory["answers"] >= 1
     assert any(e["event"] == "leader_known" and e["uid"] == "uid-1" for e in worker.events())
+
+
+def test_the_leader_route_answers_from_memory_and_only_on_a_worker():
+    from .contract import SCHEMAS, violations
+    from .sidecar_process import SidecarProcess
+
+    assert SCHEMAS["LeaderAnswer"]["properties"]["leader"] == SCHEMAS["Work"]["properties"]["leader"]
+    with SidecarProcess("--port", "1", "--follow-leader", "http://127.0.0.1:1") as worker, \
+            SidecarProcess("--port", "1") as single:
+        status, body = worker.get_json("/v1/leader")
+        lone_status, lone = single.get_json("/v1/leader")
+    assert status == 200 and not violations("LeaderAnswer", body), body
+    assert body["leader"]["url"] == "http://127.0.0.1:1/v1/work" and body["leader"]["known"] is False
+    assert lone_status == 404 and lone["error"] == "not_found" and "follows no leader" in lone["message"]
