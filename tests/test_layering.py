@@ -30,11 +30,13 @@ HOOK_LAYERS: dict[str, int] = {
     # reading: argv, exposition, HTTP, the kernel's socket tables
     "modeldrain.hook.engine": 2, "modeldrain.hook.exposition": 2, "modeldrain.hook.fetch": 2,
     "modeldrain.hook.freshness": 2, "modeldrain.hook.kernel_sockets": 2,
+    # an earlier run of the hook in the same container (a marker in $TMPDIR)
+    "modeldrain.hook.rerun": 2,
     # a leader's drain-sidecar, read like the engine; where a release's gauges cannot prove idle; where
     # the engine's processes listen
     "modeldrain.hook.leader": 3, "modeldrain.hook.release_trust": 3, "modeldrain.hook.listeners": 3,
-    # the configuration: flags, annotations, argv, environment
-    "modeldrain.hook.config": 4,
+    # the configuration: flags, annotations, argv, environment; what a worker's own sidecar remembers
+    "modeldrain.hook.config": 4, "modeldrain.hook.leader_memory": 4,
     # the one reader bound to its configuration; the pure decisions over reads
     "modeldrain.hook.reader": 5, "modeldrain.hook.decision": 5, "modeldrain.hook.exit_policy": 5,
     # the drain loop

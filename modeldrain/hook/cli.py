@@ -17,7 +17,9 @@ from modeldrain.hook.exitcodes import ExitCode
 from modeldrain.hook.signals import Stopped, StopSignals
 
 if TYPE_CHECKING:
+    from modeldrain.hook.config import DrainConfig
     from modeldrain.hook.events import EventLog
+    from modeldrain.hook.rerun import RunMarker
 
 EXIT_CODES_HELP = """\
 exit codes:
@@ -114,6 +116,7 @@ def drain_command(argv: list[str]) -> int:
     from modeldrain.hook.events import EventLog, Sink, mirror_for
 
     log: EventLog | None = None
+    marker: RunMarker | None = None
     fields: dict[str, Any]
     # The deadline counts from the exec (kubelet's grace clock), read from /proc, not from now. A
     # stop signal meanwhile is only remembered (not armed yet), so even an early stop's final line
@@ -128,7 +131,8 @@ def drain_command(argv: list[str]) -> int:
         mirror_path, mirror_off = mirror_for(None if args.quiet else args.log_mirror)
         log = EventLog("prestop", started_at=started_at, mirror_path=mirror_path, mirror_off=mirror_off)
         _remove_leftovers(log)
-        result = run_drain(resolve_drain_config(args), started_at, log)
+        config, marker = _begin_run(resolve_drain_config(args), argv, started_at)
+        result = run_drain(config, started_at, log)
         code = result.outcome.exit_code
         fields = dict(result.fields())
     except Stopped as stop:
@@ -136,6 +140,10 @@ def drain_command(argv: list[str]) -> int:
         fields = dict(outcome=stop.outcome, in_flight=None, reads=None, reason=stop.reason, exit_code=int(code))
     finally:
         _SIGNALS.ignore()
+        if marker is not None:
+            from modeldrain.hook.rerun import finish
+
+            finish(marker)
     if log is None:
         log = EventLog("prestop", started_at=started_at)
     line = log.emit("drain_finished", **fields, log_lines_dropped=log.dropped)
@@ -144,6 +152,29 @@ def drain_command(argv: list[str]) -> int:
     stdout.write((line + "\n").encode("ascii"))
     stdout.close()
     return code
+
+
+def _begin_run(config: DrainConfig, argv: list[str], started_at: float) -> tuple[DrainConfig, RunMarker]:
+    """Leave this run's marker; an earlier unfinished run in this container already served part
+    of the route wait (modeldrain/hook/rerun.py)."""
+    import dataclasses
+    import time
+
+    from modeldrain.hook.rerun import begin, container_key
+
+    target = config.leader.target.url if config.leader is not None else config.read.target.url
+    now_boot = time.clock_gettime(time.CLOCK_BOOTTIME)
+    started_boot = now_boot - (time.monotonic() - started_at)
+    marker = begin(container_key(argv, target), started_boot, config.grace_s, now_boot_s=now_boot)
+    if marker.problem:
+        config = dataclasses.replace(config, warnings=config.warnings + (
+            f"{marker.problem}: were kubelet to run this hook again in this container (it restarted mid-drain), "
+            "that run would wait its route wait again",))
+    if marker.first is not None:
+        served_s = started_boot - marker.first.started_boot_s
+        config = dataclasses.replace(config, rerun_of=marker.first,
+                                     route_wait_s=max(0.0, config.route_wait_s - served_s))
+    return config, marker
 
 
 def _remove_leftovers(log: EventLog) -> None:

@@ -37,8 +37,9 @@ from modeldrain.hook.flags import (
     whole_number_arg,
 )
 from modeldrain.hook.gauges import DEFAULT_METRICS_PATH, DEFAULT_PORTS, EngineKind
-from modeldrain.hook.leader import LeaderConfig, leader_from_env, parse_leader_url
+from modeldrain.hook.leader import LEADER_MEMORY_PATH, LeaderConfig, leader_from_env, parse_leader_url
 from modeldrain.hook.listeners import Listener, ListenerError, engine_listeners
+from modeldrain.hook.rerun import FirstRun
 from modeldrain.hook.target import UNKNOWN_PORT_SOURCE, Target, engine_hosts, on_hosts, usable_host
 from modeldrain.hook.token import read_token
 
@@ -74,6 +75,11 @@ class DrainConfig:
     warnings: tuple[str, ...] = ()
     grace_given: bool = True  # False: --grace was not given and grace_s is DEFAULT_GRACE_S, assumed
     grace_flag: str = "--grace"  # what gave it, for drain_started (the sidecar's /v1/drain: ?grace=)
+    # A worker: its own drain-sidecar, asked at the start which leader it saw answer (hook.leader_memory).
+    own_sidecar: Target | None = None
+    # An earlier run of this hook in this container that never finished (hook.rerun): the route
+    # wait it served is not waited again.
+    rerun_of: FirstRun | None = None
 
 
 def add_target_flags(parser: argparse.ArgumentParser) -> None:
@@ -96,11 +102,14 @@ def add_target_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--proc-root", default=default_proc_root(), help=argparse.SUPPRESS)
 
 
-def add_leader_flags(parser: argparse.ArgumentParser) -> None:
-    """Which leader a worker follows (the drain and `prestop check` take the same)."""
+FOLLOW_PURPOSE = "wait on the leader's drain-sidecar (http://HOST[:PORT]) instead of the local engine"
+
+
+def add_leader_flags(parser: argparse._ActionsContainer, purpose: str = FOLLOW_PURPOSE) -> None:
+    """Which leader a worker follows (the drain, `prestop check` and the worker's sidecar take the same)."""
     parser.add_argument("--follow-leader", metavar="URL", type=arg(_follow_leader),
-                        help="a worker of a multi-Pod replica: wait on the leader's drain-sidecar (http://HOST[:PORT]) "
-                        "instead of the local engine; default on for a LeaderWorkerSet worker (LWS_WORKER_INDEX > 0) "
+                        help=f"a worker of a multi-Pod replica: {purpose}; default on for a LeaderWorkerSet worker "
+                        "(LWS_WORKER_INDEX > 0) "
                         f"from {LWS_LEADER_ADDRESS_ENV} and port {constants.SIDECAR_PORT}; 'none' turns it off")
     parser.add_argument("--leader-token-file", metavar="FILE", type=arg(_leader_token_file),
                         help="bearer token for the leader's drain-sidecar (its --token-file); read at start with "
@@ -113,8 +122,15 @@ def _leader_token_file(path: str) -> str:
     return path
 
 
+OWN_SIDECAR_URL = f"http://127.0.0.1:{constants.SIDECAR_PORT}{LEADER_MEMORY_PATH}"
+
+
 def add_drain_flags(parser: argparse.ArgumentParser) -> None:
     add_leader_flags(parser)
+    parser.add_argument("--own-sidecar", metavar="URL", type=arg(_own_sidecar), default=_own_sidecar(OWN_SIDECAR_URL),
+                        help="a worker: this Pod's own drain-sidecar, asked at the start which leader it saw answer, "
+                        "so that a leader deleted before the worker reads as gone, not unknown (default "
+                        f"{OWN_SIDECAR_URL}, with --leader-token-file's token; 'none' turns it off)")
     # No default here: a grace not given is said at start (DrainConfig.grace_given), then assumed.
     parser.add_argument("--grace", type=seconds_arg("--grace", inclusive=False), default=None,
                         metavar="SECONDS",
@@ -330,6 +346,13 @@ def _where_warnings(hint: EngineHint) -> list[str]:
     return warnings
 
 
+def _own_sidecar(text: str) -> Target | None:
+    """--own-sidecar: this Pod's drain-sidecar URL, or 'none' (None)."""
+    if text.strip().lower() == "none":
+        return None
+    return parse_leader_url(text, what="--own-sidecar", default_path=LEADER_MEMORY_PATH)
+
+
 def _follow_leader(text: str) -> Target | bool:
     """--follow-leader: the leader's sidecar URL, or 'none' (False): never follow."""
     return False if text.strip().lower() == "none" else parse_leader_url(text)
@@ -364,4 +387,5 @@ def resolve_drain_config(args: argparse.Namespace, env: Mapping[str, str] | None
         exit_reserve_s=args.exit_reserve,
         interval_s=args.interval,
         busy_interval_s=args.busy_interval,
+        own_sidecar=args.own_sidecar,
     )

@@ -24,11 +24,12 @@ from modeldrain.hook.decision import (
     next_step,
     reserve_after_read,
 )
-from modeldrain.hook.events import EventLog
+from modeldrain.hook.events import EventLog, utc_timestamp
 from modeldrain.hook.exit_policy import ExitPolicy, PolicyChoice, policy_after_health, policy_before_health
 from modeldrain.hook.fetch import FetchError, fetch
 from modeldrain.hook.foreign_body import NOT_AN_ENGINE
-from modeldrain.hook.leader import LeaderReader
+from modeldrain.hook.leader import KnownLeader, LeaderReader
+from modeldrain.hook.leader_memory import recall_leader
 from modeldrain.hook.outcome import Read, read_fields
 from modeldrain.hook.reader import EngineReader
 from modeldrain.hook.release_trust import start_words
@@ -65,6 +66,9 @@ FOLLOW_PENDING_REASON = ("SGLang drains on SIGTERM (it keeps serving, new reques
                          "wait's end")
 # How long the route wait's end waits for the /health thread to hand over an answer it has.
 HEALTH_HANDOVER_S = 0.05
+# The ask of a worker's own drain-sidecar (an answer from memory, on loopback: milliseconds) is bounded
+# by the route wait's end, and gets at least this, which may delay a short route wait's first read.
+LEADER_MEMORY_MIN_WAIT_S = 1.0
 # /health's body is a few bytes; a bigger one is read no further.
 HEALTH_MAX_BODY_BYTES = 4096
 
@@ -136,11 +140,6 @@ def run_drain(config: DrainConfig, started_at: float, log: EventLog, *,
     the configured EngineReader, whose switch to the engine's own port is logged as a warning);
     `health`: the /health reader (default: health_reader)."""
     rc = config.read
-    if read is None:
-        if config.leader is not None:
-            read = LeaderReader(config.leader).read
-        else:
-            read = EngineReader(rc, lambda message: log.warning("config_warning", message=message)).read
     following_leader = config.leader is not None
     plan = DrainPlan.build(started_at=started_at, grace_s=config.grace_s, route_wait_s=config.route_wait_s,
                            exit_reserve=initial_exit_reserve(config), interval_s=config.interval_s,
@@ -148,7 +147,14 @@ def run_drain(config: DrainConfig, started_at: float, log: EventLog, *,
     choice = policy_before_health(rc.hint, following_leader=following_leader, other_engines=len(rc.others))
     if choice is not None:
         _log_start(config, plan, log, choice)
-    else:
+    known: KnownLeader | None = None
+    if read is None:
+        if config.leader is not None:
+            known = _recall_leader(config, plan, clock, log)
+            read = LeaderReader(config.leader, known).read
+        else:
+            read = EngineReader(rc, lambda message: log.warning("config_warning", message=message)).read
+    if choice is None:
         health_wait_s = max(0.0, plan.first_read_at - clock.now())
         pending = _HealthInBackground(health or health_reader(config, min(constants.HEALTH_READ_TIMEOUT_S,
                                                                            health_wait_s)))
@@ -160,7 +166,8 @@ def run_drain(config: DrainConfig, started_at: float, log: EventLog, *,
                                None, 0)
         log.emit("exit_policy_changed", exit_policy=confirmed.policy.value, exit_policy_reason=confirmed.reason)
 
-    state = DrainState()
+    # A leader the worker's sidecar saw answer has answered: refused now, it is gone, not unknown.
+    state = DrainState(leader_answered=known is not None)
     progress = _ProgressLog(log)
     while True:
         step = next_step(plan, state, clock.now(), following_leader=following_leader)
@@ -179,6 +186,22 @@ def run_drain(config: DrainConfig, started_at: float, log: EventLog, *,
                      deadline_s=round(plan.deadline_at - plan.started_at, 3))
         if finish is not None:
             return _result(state, finish, started_at, clock.now())
+
+
+def _recall_leader(config: DrainConfig, plan: DrainPlan, clock: Clock, log: EventLog) -> KnownLeader | None:
+    """Ask the worker's own drain-sidecar which leader it saw answer, within the route wait."""
+    assert config.leader is not None
+    if config.own_sidecar is None:
+        log.emit("leader_memory", known=False, detail="--own-sidecar none")
+        return None
+    timeout_s = min(config.read.read_timeout_s, max(LEADER_MEMORY_MIN_WAIT_S, plan.first_read_at - clock.now()))
+    recall = recall_leader(config.own_sidecar, config.leader, timeout_s)
+    known = recall.known
+    log.emit("leader_memory", known=known is not None, detail=recall.detail, own_sidecar=config.own_sidecar.url,
+             leader_uid=known.identity.uid if known else None,
+             leader_instance=known.identity.instance if known else None,
+             last_answered_age_s=round(known.last_answered_age_s, 3) if known else None)
+    return known
 
 
 def initial_exit_reserve(config: DrainConfig) -> ExitReserve:
@@ -214,6 +237,12 @@ def _log_start(config: DrainConfig, plan: DrainPlan, log: EventLog, choice: Poli
         log_mirror=log.mirror_status,
         release_rules=list(start_words(rc.hint)) if config.leader is None else [],
     )
+    if config.rerun_of is not None:
+        first = config.rerun_of
+        log.emit("rerun", first_pid=first.pid, first_started_at=utc_timestamp(first.started_at_unix),
+                 first_running=first.running, route_wait_left_s=round(config.route_wait_s, 3),
+                 message="an earlier run of this hook in this container started and did not finish (kubelet "
+                 "restarted mid-drain and runs the preStop again); the route wait it served is not waited again")
     # What the read configuration says of the local engine (no port found, a bad annotation) does
     # not apply to a worker that reads its leader's sidecar instead.
     local_warnings = () if config.leader is not None else rc.warnings

@@ -13,6 +13,12 @@ such as those a newer sidecar adds within the schema, are ignored) and when its 
 each other as the sidecar writes them (hook.outcome.read_fields): anything else, a newer schema
 included, is a leader that cannot say, never idle and never gone. A read made from such an answer
 is marked `leader_answered`: only a leader that answered once can be "gone" later (hook.decision).
+
+A worker's leader is one Pod: LeaderWorkerSet's worker StatefulSet is owned by the leader Pod,
+so a new leader of the same name (another Pod UID) is never this worker's leader: its answer
+says the old one is gone. Which leader this worker had, and that it answered, may come from
+before the hook started (`KnownLeader`, what the worker's own drain-sidecar saw:
+hook.leader_memory), since LeaderWorkerSet deletes the leader Pod before its workers.
 """
 
 from __future__ import annotations
@@ -38,6 +44,8 @@ from modeldrain.hook.target import Target
 from modeldrain.hook.token import TokenFileError, read_token
 
 WORK_PATH = "/v1/work"
+# The worker's own drain-sidecar's memory of its leader (hook.leader_memory): answered without an engine read.
+LEADER_MEMORY_PATH = "/v1/leader"
 # One /v1/work answer is ~1 KB; a leader that sends megabytes is not a drain-sidecar.
 MAX_ANSWER_BYTES = 256 * 1024
 
@@ -53,16 +61,16 @@ class LeaderConfig:
     source: str  # "--follow-leader" or "LeaderWorkerSet"
 
 
-def parse_leader_url(text: str) -> Target:
-    """http://HOST[:PORT][/PATH]: the leader's drain-sidecar (port 8490, path /v1/work by default)."""
+def parse_leader_url(text: str, what: str = "--follow-leader", default_path: str = WORK_PATH) -> Target:
+    """http://HOST[:PORT][/PATH]: a drain-sidecar (port 8490, path `default_path`, /v1/work, by default)."""
     match = _URL.match(text.strip())
     if not match:
-        raise ValueError(f"--follow-leader must be http://HOST[:PORT][/PATH], got {text!r}")
+        raise ValueError(f"{what} must be http://HOST[:PORT][/PATH], got {text!r}")
     if not match["host"].startswith("[") and not _is_dns_name(match["host"]):
-        raise ValueError(f"--follow-leader host must be a DNS name or an IP address (labels of 1 to 63 "
+        raise ValueError(f"{what} host must be a DNS name or an IP address (labels of 1 to 63 "
                          f"characters), got {text!r}")
-    port = parse_port(match["port"], what="--follow-leader port") if match["port"] else SIDECAR_PORT
-    path = match["path"] if match["path"] and match["path"] != "/" else WORK_PATH
+    port = parse_port(match["port"], what=f"{what} port") if match["port"] else SIDECAR_PORT
+    path = match["path"] if match["path"] and match["path"] != "/" else default_path
     return Target("http", port, path, host=match["host"].strip("[]"), source="leader")
 
 
@@ -85,6 +93,35 @@ def _is_dns_name(host: str) -> bool:
 
 
 @dataclass(frozen=True)
+class LeaderIdentity:
+    """Who answered: the leader's Pod (its UID and name, where its sidecar names them) and its sidecar process."""
+
+    uid: str | None
+    name: str | None
+    instance: str
+
+    def replaced_by(self, other: "LeaderIdentity") -> bool:
+        """Whether `other` is another Pod: both name their UID, and the UIDs differ. A sidecar that
+        restarted in the same Pod (a new instance, the same UID) is the same leader."""
+        return self.uid is not None and other.uid is not None and self.uid != other.uid
+
+
+@dataclass(frozen=True)
+class KnownLeader:
+    """The leader as the worker's own drain-sidecar saw it answer before this hook started."""
+
+    identity: LeaderIdentity
+    last_answered_age_s: float  # when the hook asked
+    answers: int
+
+    def said(self) -> str:
+        who = f"Pod UID {self.identity.uid}" if self.identity.uid else f"sidecar {self.identity.instance}"
+        times = "once" if self.answers == 1 else f"{self.answers} times"
+        return (f"{who} answered the worker's drain-sidecar {times}, the last "
+                f"{self.last_answered_age_s:.1f} s before this hook asked")
+
+
+@dataclass(frozen=True)
 class _Seen:
     instance: str
     incarnation: int
@@ -92,11 +129,18 @@ class _Seen:
 
 
 class LeaderReader:
-    """Reads the leader's /v1/work; each answer becomes a Read the drain's rules apply to."""
+    """Reads the leader's /v1/work; each answer becomes a Read the drain's rules apply to.
 
-    def __init__(self, config: LeaderConfig):
+    `known`: the leader the worker's own sidecar saw answer (None: only this reader's own answers
+    count). The first identity known is this worker's leader; another Pod UID answering later is
+    a new leader of the same name, and the old one is gone."""
+
+    def __init__(self, config: LeaderConfig, known: KnownLeader | None = None):
         self._config = config
+        self._known = known
         self._last: _Seen | None = None
+        self._leader: LeaderIdentity | None = known.identity if known else None
+        self.answered_by: LeaderIdentity | None = None  # the identity in the last trusted answer
 
     def read(self, timeout_s: float) -> Read:
         started_at = time.monotonic()
@@ -119,7 +163,8 @@ class LeaderReader:
                              accept="application/json", headers=headers)
         except FetchError as exc:
             if exc.outcome is ReadOutcome.REFUSED:
-                return _read(ReadOutcome.REFUSED, f"the leader's drain-sidecar: {exc.detail}")
+                known = f" ({self._known.said()})" if self._known is not None and self._last is None else ""
+                return _read(ReadOutcome.REFUSED, f"the leader's drain-sidecar: {exc.detail}{known}")
             if exc.outcome in (ReadOutcome.HTTP_ERROR, ReadOutcome.TLS_ERROR):
                 # Its token, its limits, a wrong URL: wait (the worker's deadline bounds it), and say so.
                 return _read(ReadOutcome.UNAVAILABLE, f"the leader's drain-sidecar answered {exc.detail}",
@@ -139,10 +184,17 @@ class LeaderReader:
                          body_bytes=len(body), http_status=status)
         seen = _Seen(answer.instance, answer.incarnation, answer.seq)
         last, self._last = self._last, seen
+        identity = LeaderIdentity(answer.pod_uid, answer.pod_name, answer.instance)
+        self.answered_by = identity
+        leader = self._leader = self._leader or identity
 
         def judged(outcome: ReadOutcome, detail: str, in_flight: float | None = None) -> Read:
             return _read(outcome, detail, in_flight=in_flight, http_status=status, body_bytes=len(body),
                          leader_answered=True)
+
+        if leader.replaced_by(identity):
+            return judged(ReadOutcome.REFUSED, f"another leader answers at {self._config.target.netloc} (Pod UID "
+                          f"{identity.uid}, not {leader.uid}): this worker's leader Pod is gone")
 
         if answer.verdict == "unmeasurable":
             return judged(ReadOutcome.REFUSED, f"its engine reads {answer.outcome} ({answer.detail})")
@@ -173,6 +225,8 @@ class _Answer:
     """The fields of a /v1/work answer the worker acts on, checked for type."""
 
     instance: str
+    pod_uid: str | None
+    pod_name: str | None
     incarnation: int
     seq: int
     outcome: str
@@ -193,8 +247,13 @@ class _Answer:
         in_flight = read["in_flight"]
         if in_flight is not None and (isinstance(in_flight, bool) or not isinstance(in_flight, (int, float))):
             raise TypeError(f"in_flight {in_flight!r} is not a number or null")
+        pod: Any = data.get("pod") or {}  # optional: a sidecar without the downward API's names
+        if not isinstance(pod, dict):
+            raise TypeError(f"pod {str(pod)[:40]!r} is not an object")
         return cls(
             instance=_typed(data["sidecar"]["instance"], str),
+            pod_uid=_optional(pod.get("uid"), str),
+            pod_name=_optional(pod.get("name"), str),
             incarnation=_typed(data["engine"]["incarnation"], int),
             seq=_typed(read["seq"], int),
             outcome=_typed(read["outcome"], str),
@@ -235,6 +294,10 @@ def _unknown_schema(schema: Any) -> str:
     if number and int(number[1]) > _NEWEST_READ:
         return f"schema {said} is newer than this hook reads ({window}): upgrade the engine image's hook"
     return f"schema {said}, not {window}"
+
+
+def _optional(value: Any, kind: type) -> Any:
+    return None if value is None else _typed(value, kind)
 
 
 def _typed(value: Any, kind: type) -> Any:

@@ -62,6 +62,10 @@ def chained_start_guard(hook: str, theirs: list[str]) -> list[str]:
     """The postStart command that runs `HOOK version`, then the user's own postStart command."""
     return ["/bin/sh", "-c", CHAINED_GUARD.format(hook=hook), *theirs]
 
+# LeaderWorkerSet restart policies that recreate the whole group when one Pod is disrupted (the v1
+# API's default is the first): a worker deleted alone then has its leader deleted too, and follows its drain.
+GROUP_RESTART_POLICIES = frozenset({"RecreateGroupOnPodRestart", "RecreateGroupAfterStart"})
+
 
 @dataclass(frozen=True)
 class Finding:
@@ -215,6 +219,8 @@ def _lint(template: PodTemplate) -> Iterator[Finding]:
         yield from _annotations(template, container)
         yield from _tmpdir(template, container, installs)
         yield from _leader_token(template, container)
+    if hooked:
+        yield from _group_restart(template)
     for container in template.containers():
         if image_name(str(container.get("image", ""))) == SIDECAR_IMAGE_NAME:
             yield from _sidecar_token(template, container)
@@ -373,6 +379,18 @@ def _leader_token(template: PodTemplate, container: dict[str, Any]) -> Iterator[
                       "a sidecar with --token-file answers 401 and the worker cannot read its leader")
         return
     yield from _token_mounted(template, container, token, "--leader-token-file")
+
+
+def _group_restart(template: PodTemplate) -> Iterator[Finding]:
+    """Said once, on the worker: with None (or its old name Default) a worker Pod disrupted alone
+    waits on a leader that is not draining."""
+    policy = template.group_restart_policy
+    if not template.follows_a_leader or policy is None or policy in GROUP_RESTART_POLICIES:
+        return
+    yield Finding(template.source, None, "spec.leaderWorkerTemplate.restartPolicy",
+                  f"{policy}: a worker Pod deleted alone (evicted, its node drained) leaves its leader serving, so its "
+                  "hook waits on a leader that is not draining, to G - 5, and its exit then breaks the leader's running "
+                  "requests with nothing recreating the group; set RecreateGroupOnPodRestart (the API's default)")
 
 
 def _sidecar_token(template: PodTemplate, container: dict[str, Any]) -> Iterator[Finding]:

@@ -31,6 +31,8 @@ class PodTemplate:
     annotations: dict[str, str]
     spec: dict[str, Any]
     injected_env: dict[str, str] = field(default_factory=dict)  # added to every container (LWS)
+    # A LeaderWorkerSet's leaderWorkerTemplate.restartPolicy as written (None: not written, or not an LWS).
+    group_restart_policy: str | None = None
 
     @property
     def follows_a_leader(self) -> bool:
@@ -67,7 +69,7 @@ def _mapping(value: Any) -> dict[str, Any]:
 
 
 def _template(source: str, template: Any, pod_name: str, injected_env: dict[str, str] | None = None,
-              injected_labels: dict[str, str] | None = None) -> PodTemplate:
+              injected_labels: dict[str, str] | None = None, group_restart_policy: Any = None) -> PodTemplate:
     if not isinstance(template, dict) or not isinstance(template.get("spec"), dict):
         raise NotAManifest(f"{source}: no Pod template (spec) to read")
     metadata = _mapping(template.get("metadata"))
@@ -78,6 +80,7 @@ def _template(source: str, template: Any, pod_name: str, injected_env: dict[str,
         annotations=dict(_mapping(metadata.get("annotations"))),
         spec=template["spec"],
         injected_env=dict(injected_env or {}),
+        group_restart_policy=None if group_restart_policy is None else str(group_restart_policy),
     )
 
 
@@ -117,8 +120,9 @@ def _lws_templates(source: str, name: str, namespace: str, group: dict[str, Any]
            "LWS_GROUP_SIZE": str(size)}
     labels = {"leaderworkerset.sigs.k8s.io/name": name, "leaderworkerset.sigs.k8s.io/group-index": "0",
               "leaderworkerset.sigs.k8s.io/template-revision-hash": "5d8f6c7b9"}
+    policy = group.get("restartPolicy")
     yield _template(f"{source} (leader)", leader, f"{name}-0", {**env, "LWS_WORKER_INDEX": "0"},
-                    {**labels, "leaderworkerset.sigs.k8s.io/worker-index": "0"})
+                    {**labels, "leaderworkerset.sigs.k8s.io/worker-index": "0"}, policy)
     if size > 1:
         yield _template(f"{source} (worker 1)", worker, f"{name}-0-1", {**env, "LWS_WORKER_INDEX": "1"},
-                        {**labels, "leaderworkerset.sigs.k8s.io/worker-index": "1"})
+                        {**labels, "leaderworkerset.sigs.k8s.io/worker-index": "1"}, policy)

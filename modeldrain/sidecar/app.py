@@ -1,4 +1,4 @@
-"""The HTTP routes: /v1/work, /v1/openapi.json, /healthz, /readyz, /metrics.
+"""The HTTP routes: /v1/work, /v1/leader, /v1/drain, /v1/openapi.json, /healthz, /readyz, /metrics.
 
 Nothing in a request reaches the engine read: /v1/work takes no parameters, and the target
 was fixed at start. Every error is JSON `{"error": <stable code>, "message": ...}`.
@@ -14,7 +14,7 @@ from typing import Awaitable, Callable, Mapping
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from modeldrain.hook.constants import ADMITTED_GRACE_MAX_S, ADMITTED_GRACE_MIN_S
+from modeldrain.hook.constants import ADMITTED_GRACE_MAX_S, ADMITTED_GRACE_MIN_S, SIDECAR_SCHEMA
 from modeldrain.hook.events import EventLog
 from modeldrain.hook.flags import parse_seconds
 from modeldrain.sidecar import errors
@@ -23,6 +23,7 @@ from modeldrain.sidecar.coalescer import Coalescer
 from modeldrain.sidecar.command import CommandWatch
 from modeldrain.sidecar.constants import SERVER_HEADER
 from modeldrain.sidecar.drain_job import DrainJobs, DrainRefused
+from modeldrain.sidecar.leader_watch import LeaderWatch
 from modeldrain.sidecar.lifecycle import Lifecycle
 from modeldrain.sidecar.metrics import SidecarMetrics
 from modeldrain.sidecar.sampler import NumberedRead
@@ -36,6 +37,7 @@ MAX_REQUEST_BODY_BYTES = 1024
 TOKEN_FILE_WAIT_S = 1.0
 
 WORK = "/v1/work"
+LEADER = "/v1/leader"
 DRAIN = "/v1/drain"
 # kubelet before 1.26 (or with ConsistentHTTPGetHandlers off) joins host and path with a "/" of
 # its own: an httpGet path of /v1/drain arrives as //v1/drain.
@@ -44,7 +46,7 @@ OPENAPI = "/v1/openapi.json"
 HEALTHZ = "/healthz"
 READYZ = "/readyz"
 METRICS = "/metrics"
-ROUTES = (WORK, DRAIN, OPENAPI, HEALTHZ, READYZ, METRICS)
+ROUTES = (WORK, LEADER, DRAIN, OPENAPI, HEALTHZ, READYZ, METRICS)
 # No bearer token here: kubelet's httpGet hook could only send one from the Pod spec, where anyone
 # who may read Pods reads it. Every call drains for itself, from its own arrival (no call can
 # shorten, end or answer another), and callers are capped per address (docs/sidecar-api.md,
@@ -70,6 +72,7 @@ class Service:
     command: CommandWatch  # the engine's own command, for the retirement protocol's refusal
     work_wait_s: float  # the longest a /v1/work waits for its read
     log: EventLog
+    leader: LeaderWatch | None = None  # a worker: what it remembers of its leader, for its hook
 
 
 APP_SERVICE = web.AppKey("service", Service)
@@ -146,7 +149,17 @@ async def work(request: web.Request) -> web.Response:
         raise ApiError(504, errors.READ_TIMEOUT,
                        f"no fresh read of the engine finished within {service.work_wait_s:g} s") from None
     return _json(work_answer(service.identity, sample, command=await service.command.current(),
-                               terminating=service.lifecycle.terminating))
+                               terminating=service.lifecycle.terminating,
+                               leader=service.leader.fields() if service.leader is not None else None))
+
+
+async def leader(request: web.Request) -> web.Response:
+    """A worker's memory of its leader, at once: no engine read stands between the hook and it."""
+    service = request.app[APP_SERVICE]
+    if service.leader is None:
+        raise ApiError(404, errors.NOT_FOUND,
+                       "this sidecar follows no leader (not a LeaderWorkerSet worker, or --follow-leader none)")
+    return _json({"schema": SIDECAR_SCHEMA, "leader": service.leader.fields()})
 
 
 async def drain_route(request: web.Request) -> web.Response:
@@ -196,7 +209,7 @@ def make_app(service: Service) -> web.Application:
     app = web.Application(middlewares=[_errors_and_metrics, _authenticate], client_max_size=MAX_REQUEST_BODY_BYTES)
     app[APP_SERVICE] = service
     app.on_response_prepare.append(_name_server)
-    for path, handler in ((WORK, work), (DRAIN, drain_route), (LEGACY_DRAIN, drain_route), (OPENAPI, openapi),
+    for path, handler in ((WORK, work), (LEADER, leader), (DRAIN, drain_route), (LEGACY_DRAIN, drain_route), (OPENAPI, openapi),
                           (HEALTHZ, healthz), (READYZ, readyz), (METRICS, metrics)):
         app.router.add_get(path, handler, allow_head=False)
     return app

@@ -32,6 +32,7 @@ from modeldrain.sidecar.config import SidecarConfig, resolve_config, sidecar_par
 from modeldrain.sidecar.connections import ConnectionWatch
 from modeldrain.sidecar.drain_admission import DrainAdmission, drain_call_cap
 from modeldrain.sidecar.drain_job import DrainJobs
+from modeldrain.sidecar.leader_watch import LeaderWatch, stop_watch
 from modeldrain.sidecar.library_logs import route_library_logs
 from modeldrain.sidecar.lifecycle import Lifecycle, StopReason
 from modeldrain.sidecar.metrics import SidecarMetrics
@@ -102,6 +103,8 @@ class Server:
                                     lambda message: log.warning("token_file_changed", message=message))
         self.identity = Identity(instance=uuid.uuid4().hex, version=__version__, started_at_unix=time.time(),
                                  pod=config.pod, member=config.member)
+        self.leader = LeaderWatch(config.leader, log) if config.leader is not None else None
+        self._leader_task: asyncio.Task[None] | None = None
         self.runner: web.AppRunner | None = None
         self.site: LimitedTCPSite | None = None
         self._signals: tuple[signal.Signals, ...] = ()
@@ -124,6 +127,7 @@ class Server:
             command=CommandWatch(config.stated, config.proc_root, rescan_interval_s=COMMAND_RESCAN_INTERVAL_S),
             work_wait_s=constants.work_answer_bound_s(config.read.read_timeout_s),
             log=self.log,
+            leader=self.leader,
         )
 
     async def startup(self) -> bool:
@@ -166,7 +170,10 @@ class Server:
                       pod=config.pod.name, namespace=config.pod.namespace, uid=config.pod.uid,
                       worker_index=config.member.worker_index, group_size=config.member.group_size,
                       auth="bearer" if self.tokens else "open", instance=self.identity.instance,
-                      service_ports=list(config.service_ports))
+                      service_ports=list(config.service_ports),
+                      leader=config.leader.target.url if config.leader else None)
+        if self.leader is not None:
+            self._leader_task = asyncio.create_task(self.leader.run(), name="leader-watch")
         if config.ready_file:
             _write_ready_file(config.ready_file, addresses[0])
         return True
@@ -184,6 +191,7 @@ class Server:
         loop = asyncio.get_running_loop()
         for signum in self._signals:
             loop.remove_signal_handler(signum)
+        await stop_watch(self._leader_task)
         if self.runner is not None:
             await self.runner.cleanup()
         await self.coalescer.close()

@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from modeldrain.hook import __version__
-from modeldrain.hook.config import ReadConfig, add_target_flags, resolve_read_config
+from modeldrain.hook.config import ReadConfig, add_leader_flags, add_target_flags, resolve_leader, resolve_read_config
 from modeldrain.hook.constants import DEFAULT_GRACE_S, LWS_GROUP_SIZE_ENV, LWS_WORKER_INDEX_ENV, SIDECAR_PORT
 from modeldrain.hook.engine import EngineHint
 from modeldrain.hook.flags import Parser, arg, parse_listen, parse_port, seconds_arg, whole_number_arg
+from modeldrain.hook.leader import LeaderConfig
 from modeldrain.sidecar import constants
 from modeldrain.sidecar.auth import TokenFileError, read_token
 from modeldrain.sidecar.member import Member, PodIdentity, resolve_member
@@ -78,6 +79,8 @@ class SidecarConfig:
     max_connections: int
     ready_file: str | None
     warnings: tuple[str, ...] = ()  # logged at start as config_warning
+    # A worker: the leader whose answers it remembers for its hook (modeldrain/sidecar/leader_watch.py).
+    leader: LeaderConfig | None = None
 
 
 def sidecar_parser() -> Parser:
@@ -124,6 +127,10 @@ def sidecar_parser() -> Parser:
     # tests empty so that no test reads another's engine): a test that feeds hostile tables says so.
     parser.add_argument("--net-root", default="/proc", help=argparse.SUPPRESS)
     add_target_flags(parser)
+    add_leader_flags(parser.add_argument_group("a worker's leader"),
+                     "read the leader's drain-sidecar (http://HOST[:PORT]) now and then, and tell this Pod's hook "
+                     "which leader Pod answered and when it last did (/v1/work's leader; the token: --token-file "
+                     "unless --leader-token-file)")
     return parser
 
 
@@ -151,8 +158,14 @@ def resolve_config(args: argparse.Namespace, parser: argparse.ArgumentParser,
         name=args.pod_name or env.get(POD_NAME_ENV) or None,
         uid=args.pod_uid or env.get(POD_UID_ENV) or None,
     )
+    warnings = list(_unnamed_pod(pod))
+    leader = resolve_leader(args, env, warnings)
+    if leader is not None and leader.token_file is None:
+        # One Secret for every member in the shipped manifests: the leader wants this sidecar's own token.
+        leader = LeaderConfig(leader.target, args.token_file, leader.source)
     return SidecarConfig(
-        warnings=_unnamed_pod(pod),
+        warnings=tuple(warnings),
+        leader=leader,
         read=read,
         listen_host=host,
         listen_port=port,

@@ -14,6 +14,7 @@ from modeldrain.hook.constants import SIDECAR_SCHEMA
 from modeldrain.hook.events import utc_timestamp
 from modeldrain.hook.outcome import ReadFields, read_fields
 from modeldrain.sidecar.command import EngineCommand
+from modeldrain.sidecar.leader_watch import LeaderFields
 from modeldrain.sidecar.member import Member, PodIdentity
 from modeldrain.sidecar.sampler import NumberedRead
 
@@ -97,9 +98,11 @@ class WorkAnswer(TypedDict):
     engine: EngineFields
     read: NumberedReadFields
     connections: NotRequired[ConnectionFields]
+    leader: NotRequired[LeaderFields]
 
 
-def work_answer(identity: Identity, sample: NumberedRead, *, command: EngineCommand, terminating: bool) -> WorkAnswer:
+def work_answer(identity: Identity, sample: NumberedRead, *, command: EngineCommand, terminating: bool,
+                leader: LeaderFields | None = None) -> WorkAnswer:
     read = sample.read
     incarnation = sample.incarnation
     answer: WorkAnswer = {
@@ -150,4 +153,6 @@ def work_answer(identity: Identity, sample: NumberedRead, *, command: EngineComm
             "duration_ms": count.duration_ms,
             "detail": count.detail,
         }
+    if leader is not None:
+        answer["leader"] = leader
     return answer

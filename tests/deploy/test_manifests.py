@@ -85,7 +85,7 @@ def test_leaderworkerset_is_shaped_as_the_api_wants():
     group = lws.body["spec"]["leaderWorkerTemplate"]
     assert isinstance(group["size"], int) and group["size"] >= 2
     assert set(group) <= {"size", "restartPolicy", "leaderTemplate", "workerTemplate", "subGroupPolicy"}
-    assert group["restartPolicy"] in ("RecreateGroupOnPodRestart", "None")
+    assert group["restartPolicy"] == "RecreateGroupOnPodRestart"  # a worker disrupted alone drains with its group
 
 
 def test_names_are_distinct():

@@ -255,3 +255,78 @@ def test_a_newer_sidecars_unknown_schema_is_waited_on_never_idle_and_says_which_
     older = json.dumps({**json.loads(answer()), "schema": "modeldrain.sidecar/v1"}).encode()
     read = Leader(serve, [(older, "200 OK")]).reader().read(1.0)
     assert "schema 'modeldrain.sidecar/v1', not modeldrain.sidecar/v2" in read.detail
+
+
+# --- issue 29: the leader known before the hook started, and a new leader of the same name ----------
+
+def answer_from(uid, seq=1, outcome="idle", in_flight=0.0) -> bytes:
+    body = json.loads(answer(seq, outcome, in_flight=in_flight))
+    body["pod"] = {"namespace": "team-a", "name": "llm-0", "uid": uid}
+    return json.dumps(body).encode()
+
+
+def known(uid="uid-1"):
+    from modeldrain.hook.leader import KnownLeader, LeaderIdentity
+    return KnownLeader(LeaderIdentity(uid, "llm-0", "a" * 32), 3.5, 4)
+
+
+def test_another_leader_pod_at_the_same_name_is_the_old_one_gone(serve):
+    leader = Leader(serve, [(answer_from("uid-2", in_flight=3.0, outcome="busy"), "200 OK")])
+    read = LeaderReader(LeaderConfig(leader.target, None, "test"), known("uid-1")).read(1.0)
+    assert read.outcome is ReadOutcome.REFUSED and read.leader_answered
+    assert "another leader answers" in read.detail and "uid-2" in read.detail and "uid-1" in read.detail
+
+
+def test_within_one_run_a_changed_pod_uid_is_gone_and_a_restarted_sidecar_is_not(serve):
+    leader = Leader(serve, [(answer_from("uid-1", 1), "200 OK"), (answer(1, instance="b" * 32), "200 OK"),
+                            (answer_from("uid-9", 2), "200 OK")])
+    reads = outcomes(leader.reader(), 3)
+    assert [r.outcome for r in reads] == [ReadOutcome.IDLE, ReadOutcome.INCOMPLETE, ReadOutcome.REFUSED]
+    assert "uid-9" in reads[2].detail
+
+
+def test_the_same_leader_pod_is_read_as_before_and_a_refusal_says_what_was_known(serve):
+    leader = Leader(serve, [(answer_from("uid-1", 5, "busy", 2.0), "200 OK")])
+    assert LeaderReader(LeaderConfig(leader.target, None, "test"), known()).read(1.0).outcome is ReadOutcome.BUSY
+    probe = socket.create_server(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    refused = LeaderReader(LeaderConfig(Target("http", port, "/v1/work"), None, "test"), known()).read(1.0)
+    assert refused.outcome is ReadOutcome.REFUSED and "Pod UID uid-1 answered the worker's drain-sidecar 4 times" \
+        in refused.detail
+
+
+@pytest.mark.parametrize("body, says", [
+    (b"nope", "is not one this hook reads"),
+    (json.dumps({"schema": "other/v9"}).encode(), "another schema"),
+    (json.dumps({"schema": SIDECAR_SCHEMA}).encode(), "follows no leader"),
+    (json.dumps({"schema": SIDECAR_SCHEMA, "leader": {"url": "http://elsewhere:8490/v1/work"}}).encode(),
+     "follows http://elsewhere:8490/v1/work"),
+    (json.dumps({"schema": SIDECAR_SCHEMA, "leader": {"url": "http://llm-0:8490/v1/work", "known": False,
+                                                      "last_detail": "connection refused"}}).encode(),
+     "never had an answer"),
+    (json.dumps({"schema": SIDECAR_SCHEMA, "leader": {"url": "http://llm-0:8490/v1/work", "known": True,
+                                                      "last_answered_age_s": -1, "answers": 1, "uid": "u",
+                                                      "name": None, "instance": "i"}}).encode(),
+     "last_answered_age_s"),
+    (json.dumps({"schema": SIDECAR_SCHEMA, "leader": {"url": "http://llm-0:8490/v1/work", "known": True,
+                                                      "last_answered_age_s": 1.0, "answers": 0, "uid": "u",
+                                                      "name": None, "instance": "i"}}).encode(),
+     "known with 0 answers"),
+    (json.dumps({"schema": SIDECAR_SCHEMA, "leader": [1]}).encode(), "not an object"),
+])
+def test_a_memory_the_hook_cannot_trust_is_no_memory_said_in_words(body, says):
+    from modeldrain.hook.leader_memory import parse_memory
+
+    recall = parse_memory(body, parse_leader_url("http://llm-0"))
+    assert recall.known is None and says in recall.detail, recall.detail
+
+
+def test_a_memory_of_the_followed_leader_is_known():
+    from modeldrain.hook.leader_memory import parse_memory
+
+    body = json.dumps({"schema": SIDECAR_SCHEMA, "leader": {
+        "url": "http://llm-0:8490/v1/work", "known": True, "last_answered_age_s": 2.5, "answers": 3, "uid": "uid-1",
+        "name": "llm-0", "instance": "a" * 32}}).encode()
+    recall = parse_memory(body, parse_leader_url("http://llm-0"))
+    assert recall.known is not None and recall.known.identity.uid == "uid-1" and recall.known.answers == 3

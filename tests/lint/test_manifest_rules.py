@@ -184,6 +184,29 @@ def test_a_worker_without_the_leaders_token_is_found():
     assert "(worker 1)" in finding.source and "--leader-token-file" in finding.message
 
 
+@pytest.mark.parametrize("policy", ["None", "Default"])
+def test_a_leaderworkerset_that_restarts_a_worker_alone_is_found(policy):
+    """Issue 29: with None a worker disrupted alone waits on a leader that is not draining."""
+    def restart_alone(body):
+        body["spec"]["leaderWorkerTemplate"]["restartPolicy"] = policy
+
+    (finding,) = broken("leaderworkerset.yaml", restart_alone)
+    assert "(worker 1)" in finding.source and finding.field == "spec.leaderWorkerTemplate.restartPolicy"
+    assert finding.message.startswith(f"{policy}: a worker Pod deleted alone") and "RecreateGroupOnPodRestart" in finding.message
+
+
+@pytest.mark.parametrize("policy", ["RecreateGroupOnPodRestart", "RecreateGroupAfterStart", None])
+def test_a_leaderworkerset_that_recreates_its_group_passes(policy):
+    def recreate(body):
+        group = body["spec"]["leaderWorkerTemplate"]
+        if policy is None:
+            del group["restartPolicy"]  # the v1 API's default: RecreateGroupOnPodRestart
+        else:
+            group["restartPolicy"] = policy
+
+    assert broken("leaderworkerset.yaml", recreate) == []
+
+
 def test_a_token_file_in_no_mounted_volume_is_found():
     def unmount(body):
         sidecar = next(c for c in body["spec"]["initContainers"] if c["name"] == "drain-sidecar")

@@ -86,3 +86,16 @@ def test_a_taken_listen_address_is_a_clear_error():
     assert result.returncode == ExitCode.LISTEN_FAILED == 3
     assert '"event":"listen_failed"' in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_leaderworkerset_worker_remembers_its_leader_with_its_own_token(tmp_path):
+    token = tmp_path / "token"
+    token.write_text("s3cret\n")
+    worker = {"LWS_WORKER_INDEX": "1", "LWS_GROUP_SIZE": "2", "LWS_LEADER_ADDRESS": "llm-0.llm.team-a"}
+    c = config(["--engine", "sglang", "--token-file", str(token)], worker)
+    assert c.leader is not None and c.leader.target.url == "http://llm-0.llm.team-a:8490/v1/work"
+    assert c.leader.token_file == str(token)  # one Secret for every member
+    assert config(["--engine", "sglang", "--follow-leader", "none"], worker).leader is None
+    assert config(["--engine", "sglang"], {**worker, "LWS_WORKER_INDEX": "0"}).leader is None  # the leader itself
+    flagged = config(["--engine", "vllm", "--follow-leader", "http://10.0.0.7:9000"], {})
+    assert flagged.leader is not None and flagged.leader.target.netloc == "10.0.0.7:9000"
