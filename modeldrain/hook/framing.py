@@ -106,24 +106,37 @@ def _one_head(fp: io.BufferedReader, deadline_at: float) -> Head:
     if not line:
         raise TruncatedResponse("closed before a status line")
     status, reason, http_minor = _status_line(line)
-    fields: list[tuple[str, bytes]] = []
+    fields = _field_section(fp, deadline_at, "header")
+    if fields is None:
+        raise TruncatedResponse("closed in the middle of the header section")
+    return Head(status, reason, http_minor, tuple(fields))
+
+
+def _field_section(fp: io.BufferedReader, deadline_at: float, what: str) -> list[tuple[str, bytes]] | None:
+    """Field lines up to the empty line that ends them (RFC 9112 §5), or None when the stream
+    closes first. At most MAX_FIELDS fields and as many obs-fold continuation lines, each value's
+    parts joined once at the end (never a value copied per line)."""
+    fields: list[tuple[str, list[bytes]]] = []
+    folds = 0
     while True:
         line = _line(fp, deadline_at)
         if line in (b"\r\n", b"\n"):
-            break
+            return [(name, b" ".join(part for part in parts if part)) for name, parts in fields]
         if not line.endswith(b"\n"):
-            raise TruncatedResponse("closed in the middle of the header section")
+            return None
         if line[:1] in (b" ", b"\t") and fields:  # obs-fold: a continuation, read as one SP (§5.2)
             more = _content(line).strip(_OWS)
             if _has_control(more):
                 raise MalformedResponse(f"not a field line: {line[:80]!r}")
-            name, value = fields[-1]
-            fields[-1] = (name, b" ".join(part for part in (value, more) if part))
+            folds += 1
+            if folds > MAX_FIELDS:
+                raise MalformedResponse(f"over {MAX_FIELDS} obs-fold lines in the {what} section")
+            fields[-1][1].append(more)
             continue
         if len(fields) >= MAX_FIELDS:
-            raise MalformedResponse(f"over {MAX_FIELDS} header fields")
-        fields.append(_field_line(line))
-    return Head(status, reason, http_minor, tuple(fields))
+            raise MalformedResponse(f"over {MAX_FIELDS} {what} fields")
+        name, value = _field_line(line)
+        fields.append((name, [value]))
 
 
 def _content(line: bytes) -> bytes:
@@ -289,9 +302,4 @@ def _trailer(fp: io.BufferedReader, deadline_at: float) -> None:
     """The trailer section after the last chunk: field lines, read and dropped. The body is whole
     by then, so a close before its final CRLF, even inside a field, costs nothing (RFC 9112 §7.1.3);
     a whole line that is not a field line is no trailer (it may be the exposition's rest)."""
-    for _ in range(MAX_FIELDS + 1):
-        line = _line(fp, deadline_at)
-        if line in (b"\r\n", b"\n") or not line.endswith(b"\n"):
-            return
-        _field_line(line)
-    raise MalformedResponse(f"over {MAX_FIELDS} trailer fields")
+    _field_section(fp, deadline_at, "trailer")
