@@ -223,7 +223,7 @@ def scripted_cases() -> list[HostileCase]:
         HostileCase("no descriptor left at connect (EMFILE)", resources, BUSY, idle_is_true=False,
                     expected=DEADLINE, descriptors_spent=True),
     ]
-    return cases + issue_15_cases() + corpus_cases() + leader_cases() + issue_25_cases()
+    return cases + issue_15_cases() + issue_25_framing_cases() + corpus_cases() + leader_cases() + issue_25_cases()
 
 
 # What each --config file says, in a form PyYAML (so vLLM) reads as the served port, which a reader
@@ -292,6 +292,23 @@ def issue_15_cases() -> list[HostileCase]:
                           idle_is_true=False, expected=DEADLINE),
               HostileCase("103 Early Hints before an idle 200", framing, Canned(bodies.INTERIM_THEN_IDLE),
                           idle_is_true=True, expected=DRAINED)]
+    return cases
+
+
+def issue_25_framing_cases() -> list[HostileCase]:
+    """Issue 25's HTTP framing classes: a parse that backtracked past the deadline on long whitespace
+    runs in a field value (drained and `prestop check`ed), and bytes behind a body that ends by its
+    own framing (a chunked body's last chunk and trailer, a 204). Each hides a busy engine: the drain
+    waits to its deadline and no later, the check says busy within its read timeout."""
+    group = "HTTP framing (issue 25)"
+    cases = [HostileCase(name, group, Canned(wire), idle_is_true=False, expected=DEADLINE)
+             for name, wire in {**bodies.WHITESPACE_HEADS, **bodies.BEHIND_FRAMED_BODIES}.items()]
+    cases += [HostileCase(f"prestop check, {name}", group, Canned(wire), idle_is_true=False, expected=CHECK_BUSY,
+                          subcommand=("check",))
+              for name, wire in bodies.WHITESPACE_HEADS.items()]
+    cases.append(HostileCase(f"prestop check, {next(iter(bodies.BEHIND_FRAMED_BODIES))}", group,
+                             Canned(next(iter(bodies.BEHIND_FRAMED_BODIES.values()))), idle_is_true=False,
+                             expected=CHECK_BUSY, subcommand=("check",)))
     return cases
 
 

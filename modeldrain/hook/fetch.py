@@ -1,10 +1,11 @@
 """One loopback GET of the engine's /metrics, bounded by a single deadline end to end.
 
 A socket timeout bounds each recv, not the read: an engine that drips one byte a second
-would hold a plain client forever. Here every recv gets only the time left, so connect,
-handshake, status line, headers and body together never outlast `timeout_s`. The response is
-read, and its framing judged, by modeldrain/hook/framing.py (RFC 9112: what it calls unrecoverable is
-refused, never guessed).
+would hold a plain client forever. Here every recv gets only the time left, and the parse of
+what arrived checks the same deadline before each line and chunk, so connect, handshake, status
+line, headers and body together never outlast `timeout_s`. The response is read, and its framing
+judged, by modeldrain/hook/framing.py (RFC 9112: what it calls unrecoverable is refused, never
+guessed; every line parsed in one linear pass).
 """
 
 from __future__ import annotations
@@ -232,11 +233,11 @@ def _receive(sock: socket.socket, deadline_at: float, max_body_bytes: int) -> Re
 
     status: int | None = None
     try:
-        head = framing.read_head(fp)
+        head = framing.read_head(fp, deadline_at)
         status = head.status
         if head.status >= 300:
             raise FetchError(ReadOutcome.HTTP_ERROR, f"HTTP {head.status} {head.reason}".rstrip(), status=head.status)
-        body = framing.read_body(fp, head, framing.framing(head), max_body_bytes, buffered_beyond)
+        body = framing.read_body(fp, head, framing.framing(head), max_body_bytes, buffered_beyond, deadline_at)
         return Response(head.status, head.content_type, body)
     except TimeoutError:
         raise FetchError(ReadOutcome.TIMEOUT, "read timed out") from None

@@ -1,5 +1,6 @@
 """One bounded GET over real loopback sockets: what it sends, and how each failure is classified."""
 
+import io
 import socket
 import ssl
 import threading
@@ -9,6 +10,7 @@ import pytest
 import trustme
 
 from emulation.raw_server import canned, drip, hang, http_response
+from modeldrain.hook import framing
 from modeldrain.hook.fetch import FetchError, fetch
 from modeldrain.hook.outcome import ReadOutcome
 from modeldrain.hook.target import Target
@@ -251,3 +253,78 @@ def test_a_flood_of_interim_responses_is_bounded_by_count_and_by_the_deadline(se
     slow = failure(serve(drip(b"HTTP/1.1 102 Processing\r\n\r\n" * 1000, every_s=0.02)), timeout_s=0.5)
     assert slow.outcome in (ReadOutcome.TIMEOUT, ReadOutcome.UNPARSEABLE)
     assert time.monotonic() - started < 1.0
+
+
+# --- every parse linear, every read bounded by its deadline (issue 25, case 1) ---
+
+# A field value that is a long run of whitespace between two characters: the field regex this
+# reader had once backtracked through it quadratically (45,000 spaces: ~19 s on the parse alone).
+PAD_45000 = (b"X-Pad: a" + b" " * 45000 + b"b",)
+PAD_3_X_20000 = (b"X-Pad: a" + b" " * 20000 + b"b",) * 3
+PAD_TABS = (b"X-Pad: a" + b" \t" * 20000 + b"b",)
+
+
+@pytest.mark.parametrize("pads", [PAD_45000, PAD_3_X_20000, PAD_TABS], ids=["45000-spaces", "3x20000-spaces", "tabs"])
+def test_a_field_value_of_long_whitespace_runs_is_read_by_the_deadline(serve, pads):
+    busy = b'vllm:num_requests_running{engine="0"} 3\n'
+    started = time.monotonic()
+    response = get(serve(canned(head(*pads, b"Content-Length: %d" % len(busy)) + busy)), timeout_s=1.0)
+    assert response.body == busy
+    assert time.monotonic() - started < 1.5
+
+
+WHOLE_RESPONSES = {
+    "length": head(b"Content-Length: %d" % len(IDLE)) + IDLE,
+    "chunked": head(b"Transfer-Encoding: chunked") + b"%x\r\n" % len(IDLE) + IDLE + b"\r\n0\r\n\r\n",
+    "close": head() + IDLE,
+}
+
+
+def buffered(wire: bytes) -> io.BufferedReader:
+    return io.BufferedReader(io.BytesIO(wire), 65536)
+
+
+@pytest.mark.parametrize("kind", WHOLE_RESPONSES)
+def test_a_parse_past_the_deadline_reads_nothing_however_much_is_buffered(kind):
+    # The whole response is in memory: no recv is left to check the clock, the parse itself must.
+    with pytest.raises(TimeoutError):
+        framing.read_head(buffered(WHOLE_RESPONSES[kind]), deadline_at=time.monotonic())
+    fp = buffered(WHOLE_RESPONSES[kind])
+    parsed = framing.read_head(fp, deadline_at=time.monotonic() + 60)
+    with pytest.raises(TimeoutError):
+        framing.read_body(fp, parsed, framing.framing(parsed), 1 << 20, lambda: False, deadline_at=time.monotonic())
+    fp = buffered(WHOLE_RESPONSES[kind])  # the same bytes, in time: read whole
+    parsed = framing.read_head(fp, deadline_at=time.monotonic() + 60)
+    assert framing.read_body(fp, parsed, framing.framing(parsed), 1 << 20, lambda: False,
+                             deadline_at=time.monotonic() + 60) == IDLE
+
+
+# --- bytes behind a body that ends by its own framing (issue 25, case 7) ---
+
+CHUNKED_IDLE = b"%x\r\n" % len(IDLE) + IDLE + b"\r\n"
+
+
+@pytest.mark.parametrize("after_the_last_chunk", [
+    b"0\r\n\r\n" + HIDDEN_BUSY,  # after the empty trailer
+    b"0\r\nX-Trailer: t\r\n\r\n" + HIDDEN_BUSY,  # after a trailer field
+    b"0\r\n\r\n\r\n",  # one more CRLF
+], ids=["after-the-last-chunk", "after-a-trailer", "a-stray-crlf"])
+def test_more_bytes_behind_a_chunked_body_make_its_framing_wrong(serve, after_the_last_chunk):
+    error = failure(serve(canned(head(b"Transfer-Encoding: chunked") + CHUNKED_IDLE + after_the_last_chunk)))
+    assert error.outcome is ReadOutcome.UNPARSEABLE and "more bytes follow its last chunk" in error.detail
+
+
+def test_a_trailer_line_that_is_no_field_line_is_unparseable(serve):
+    wire = head(b"Transfer-Encoding: chunked") + CHUNKED_IDLE + b"0\r\nsglang_num_running_reqs 4\r\n\r\n"
+    error = failure(serve(canned(wire)))
+    assert error.outcome is ReadOutcome.UNPARSEABLE and "not a field line" in error.detail
+
+
+def test_a_close_inside_the_trailer_leaves_the_body_whole(serve):
+    wire = head(b"Transfer-Encoding: chunked") + CHUNKED_IDLE + b"0\r\nX-Trailer: t\r\nX-Cut"
+    assert get(serve(canned(wire))).body == IDLE
+
+
+def test_bytes_behind_a_204_make_its_framing_wrong(serve):
+    error = failure(serve(canned(head(status=b"HTTP/1.1 204 No Content") + IDLE + HIDDEN_BUSY)))
+    assert error.outcome is ReadOutcome.UNPARSEABLE and "more bytes follow a 204" in error.detail
