@@ -13,7 +13,9 @@ ours are:
 - TMPDIR: the static executable unpacks itself there: inside the volume `prestop install` filled,
   or at least somewhere writable on a read-only root;
 - token: a worker that follows its leader carries the leader's token, and every token file named
-  is in a volume mounted into the container that reads it.
+  is in a volume mounted into the container that reads it;
+- mesh: behind Istio's or Linkerd's sidecar, drain-sidecar's port is out of the mesh's capture and
+  a classic proxy container does not exit before the engine's drain (modeldrain/lint/mesh_rules.py).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any, Iterator
 
 from modeldrain.hook.annotations import DEFAULT_ANNOTATIONS_FILE, PORT_ANNOTATION
 from modeldrain.hook.constants import DEFAULT_GRACE_S, SIDECAR_PORT
+from modeldrain.lint.mesh_rules import mesh_findings
 from modeldrain.lint.pod_templates import PodTemplate
 
 # The static executables unpack here when TMPDIR is unset.
@@ -151,6 +154,9 @@ def _lint(template: PodTemplate) -> Iterator[Finding]:
     for container in template.containers():
         if image_name(str(container.get("image", ""))) == SIDECAR_IMAGE_NAME:
             yield from _sidecar_token(template, container)
+    runs_sidecar = any(image_name(str(c.get("image", ""))) == SIDECAR_IMAGE_NAME for c in template.containers())
+    for container_name, field, message in mesh_findings(template, hooked, callers, runs_sidecar):
+        yield Finding(template.source, container_name, field, message)
 
 
 def _name(container: dict[str, Any]) -> str:
