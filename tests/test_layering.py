@@ -31,7 +31,7 @@ HOOK_LAYERS: dict[str, int] = {
     "modeldrain.hook.engine": 2, "modeldrain.hook.exposition": 2, "modeldrain.hook.fetch": 2,
     "modeldrain.hook.freshness": 2, "modeldrain.hook.kernel_sockets": 2,
     # a leader's drain-sidecar, read like the engine
-    "modeldrain.hook.leader": 3,
+    "modeldrain.hook.leader": 3, "modeldrain.hook.held_connections": 3,
     # the configuration: flags, annotations, argv, environment
     "modeldrain.hook.config": 4,
     # the one reader bound to its configuration; the pure decisions over reads
