@@ -319,3 +319,36 @@ def test_ipv6_listeners_and_istios_ipv6_relay_source(tmp_path):
         line(1 + i, "::1", PORT, "::6", 50000 + i, inode=200 + i) for i in range(2))
     count = count_connections(proc(tmp_path, tcp6=tcp6), [PORT], ages=dict)
     assert count.established == 2 and "from ::6" in count.detail, count.detail
+
+
+def _listening_on(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_real_relays_from_127_0_0_6_count_with_a_mesh_listener_and_are_unknown_without():
+    """This machine's kernel: connections bound to 127.0.0.6 (Linux lets any 127/8 address be a
+    source on lo) to a stand-in engine, as Istio's proxy makes them; then a listener on 15006."""
+    if _listening_on(15006):
+        pytest.skip("something on this machine listens on 15006 already")
+    with socket.create_server(("127.0.0.1", 0)) as engine:
+        port = engine.getsockname()[1]
+        relays = []
+        try:
+            for _ in range(2):
+                relay = socket.socket()
+                relay.bind(("127.0.0.6", 0))
+                relay.connect(("127.0.0.1", port))
+                relays += [relay, engine.accept()[0]]
+            unknown = count_connections("/proc", [port])
+            assert unknown.established is None and "from 127.0.0.6" in unknown.detail, unknown
+            try:
+                inbound = socket.create_server(("127.0.0.1", 15006))
+            except OSError as exc:
+                pytest.skip(f"cannot listen on 15006 here: {exc}")
+            with inbound:
+                counted = count_connections("/proc", [port])
+            assert counted.established == 2 and "through Istio's proxy" in counted.detail, counted
+        finally:
+            for s in relays:
+                s.close()
