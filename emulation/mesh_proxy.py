@@ -25,12 +25,23 @@ import time
 from pathlib import Path
 
 from emulation.children import die_with_parent_preexec, stop_process
-from emulation.proxy import _pipe
 from modeldrain.hook.flags import Parser, arg, parse_port
 
 # (inbound port, outbound port, the source of its connections to the app)
 MESHES = {"istio": (15006, 15001, "127.0.0.6"), "linkerd": (4143, 4140, "127.0.0.1")}
 _START_TIMEOUT_S = 15.0
+_CHUNK = 65536
+
+
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """One direction of a relayed connection; the peer's end of stream is passed on as ours."""
+    try:
+        while chunk := await reader.read(_CHUNK):
+            writer.write(chunk)
+            await writer.drain()
+        writer.write_eof()
+    except (ConnectionError, OSError):
+        writer.close()
 
 
 class Relay:
