@@ -1,4 +1,4 @@
-"""The established TCP connections of this network namespace on given local ports: /proc/net/tcp{,6}.
+"""The established TCP connections and the listeners of this network namespace on given local ports: /proc/net/tcp{,6}.
 
 drain-sidecar shares the Pod's network namespace, so these tables list every connection made to
 the engine's port, from wherever. Readable by any user. They are read and checked line by line by
