@@ -35,6 +35,7 @@ HOOK_LAYERS: dict[str, int] = {
     # a leader's drain-sidecar, read like the engine; where a release's gauges cannot prove idle; where
     # the engine's processes listen
     "modeldrain.hook.leader": 3, "modeldrain.hook.release_trust": 3, "modeldrain.hook.listeners": 3,
+    "modeldrain.hook.held_connections": 3,
     # the configuration: flags, annotations, argv, environment; what a worker's own sidecar remembers
     "modeldrain.hook.config": 4, "modeldrain.hook.leader_memory": 4,
     # the one reader bound to its configuration; the pure decisions over reads

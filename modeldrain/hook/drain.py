@@ -28,6 +28,7 @@ from modeldrain.hook.events import EventLog, utc_timestamp
 from modeldrain.hook.exit_policy import ExitPolicy, PolicyChoice, policy_after_health, policy_before_health
 from modeldrain.hook.fetch import FetchError, fetch
 from modeldrain.hook.foreign_body import NOT_AN_ENGINE
+from modeldrain.hook.held_connections import HeldConnections
 from modeldrain.hook.leader import KnownLeader, LeaderReader
 from modeldrain.hook.leader_memory import recall_leader
 from modeldrain.hook.outcome import Read, read_fields
@@ -134,19 +135,23 @@ class DrainResult:
 
 def run_drain(config: DrainConfig, started_at: float, log: EventLog, *,
               read: ReadEngine | None = None, clock: Clock = MonotonicClock(),
-              health: ReadHealth | None = None) -> DrainResult:
+              health: ReadHealth | None = None, held: HeldConnections | None = None) -> DrainResult:
     """Drain until idle, unmeasurable or the deadline; or, for an SGLang server whose SIGTERM will
     drain, return after the route wait (modeldrain/hook/exit_policy.py). `read`: the engine reader (default:
     the configured EngineReader, whose switch to the engine's own port is logged as a warning);
-    `health`: the /health reader (default: health_reader)."""
+    `health`: the /health reader (default: health_reader); `held`: the engine port's outside
+    connections, said in drain_started, progress and a deadline's reason (default: looked at when
+    the engine itself is read)."""
     rc = config.read
+    if held is None and read is None and config.leader is None:
+        held = HeldConnections(rc.target.port)
     following_leader = config.leader is not None
     plan = DrainPlan.build(started_at=started_at, grace_s=config.grace_s, route_wait_s=config.route_wait_s,
                            exit_reserve=initial_exit_reserve(config), interval_s=config.interval_s,
                            busy_interval_s=config.busy_interval_s, read_timeout_s=rc.read_timeout_s)
     choice = policy_before_health(rc.hint, following_leader=following_leader, other_engines=len(rc.others))
     if choice is not None:
-        _log_start(config, plan, log, choice)
+        _log_start(config, plan, log, choice, held)
     known: KnownLeader | None = None
     if read is None:
         if config.leader is not None:
@@ -158,7 +163,7 @@ def run_drain(config: DrainConfig, started_at: float, log: EventLog, *,
         health_wait_s = max(0.0, plan.first_read_at - clock.now())
         pending = _HealthInBackground(health or health_reader(config, min(constants.HEALTH_READ_TIMEOUT_S,
                                                                            health_wait_s)))
-        _log_start(config, plan, log, PolicyChoice(ExitPolicy.FOLLOW_ENGINE_DRAIN, FOLLOW_PENDING_REASON))
+        _log_start(config, plan, log, PolicyChoice(ExitPolicy.FOLLOW_ENGINE_DRAIN, FOLLOW_PENDING_REASON), held)
         clock.sleep_until(plan.first_read_at)  # the route wait stays: routers lag
         confirmed = policy_after_health(*pending.result(plan.first_read_at - clock.now()))
         if confirmed.policy is ExitPolicy.FOLLOW_ENGINE_DRAIN:
@@ -168,12 +173,12 @@ def run_drain(config: DrainConfig, started_at: float, log: EventLog, *,
 
     # A leader the worker's sidecar saw answer has answered: refused now, it is gone, not unknown.
     state = DrainState(leader_answered=known is not None)
-    progress = _ProgressLog(log)
+    progress = _ProgressLog(log, held)
     while True:
         step = next_step(plan, state, clock.now(), following_leader=following_leader)
         clock.sleep_until(step.at if step.at is not None else clock.now())
         if isinstance(step, Finish):
-            return _result(state, step, started_at, clock.now())
+            return _result(state, step, started_at, clock.now(), held)
         current = read(step.timeout_s)
         if state.reads == 0 and current.detail.startswith(NOT_AN_ENGINE):
             log.warning("config_warning", message=current.detail)  # a misplaced probe: said at the first read
@@ -185,7 +190,7 @@ def run_drain(config: DrainConfig, started_at: float, log: EventLog, *,
             log.emit("exit_reserve_changed", exit_reserve_s=grown.seconds, reason=grown.reason,
                      deadline_s=round(plan.deadline_at - plan.started_at, 3))
         if finish is not None:
-            return _result(state, finish, started_at, clock.now())
+            return _result(state, finish, started_at, clock.now(), held)
 
 
 def _recall_leader(config: DrainConfig, plan: DrainPlan, clock: Clock, log: EventLog) -> KnownLeader | None:
@@ -213,7 +218,8 @@ def initial_exit_reserve(config: DrainConfig) -> ExitReserve:
     return exit_reserve_for(hint.role, where)
 
 
-def _log_start(config: DrainConfig, plan: DrainPlan, log: EventLog, choice: PolicyChoice) -> None:
+def _log_start(config: DrainConfig, plan: DrainPlan, log: EventLog, choice: PolicyChoice,
+               held: HeldConnections | None = None) -> None:
     rc = config.read
     target, target_source = rc.target.url, rc.target.source
     if config.leader is not None:
@@ -236,6 +242,7 @@ def _log_start(config: DrainConfig, plan: DrainPlan, log: EventLog, choice: Poli
         exit_policy_reason=choice.reason,
         log_mirror=log.mirror_status,
         release_rules=list(start_words(rc.hint)) if config.leader is None else [],
+        **(held.at_start.fields() if held is not None else {}),
     )
     if config.rerun_of is not None:
         first = config.rerun_of
@@ -264,8 +271,9 @@ class _ProgressLog:
     """Logs a read when its kind of answer changes (`read_state`), and a changed in-flight count
     at most every PROGRESS_LOG_INTERVAL_S (`progress`)."""
 
-    def __init__(self, log: EventLog):
+    def __init__(self, log: EventLog, held: HeldConnections | None = None):
         self._log = log
+        self._held = held
         self._key: tuple[object, ...] | None = None
         self._in_flight: float | None = None
         self._at = -float("inf")
@@ -276,16 +284,31 @@ class _ProgressLog:
         progressed = read.in_flight != self._in_flight and now - self._at >= PROGRESS_LOG_INTERVAL_S
         if not (changed or progressed):
             return
-        self._log.emit("read_state" if changed else "progress", **read_fields(read), reads=reads)
+        # A progress line also says which outside connections are open, and which predate the delete.
+        connections = self._held.look().fields() if self._held is not None and not changed else {}
+        self._log.emit("read_state" if changed else "progress", **read_fields(read), reads=reads, **connections)
         self._key, self._in_flight, self._at = key, read.in_flight, now
 
 
-def _result(state: DrainState, finish: Finish, started_at: float, now: float) -> DrainResult:
+def _result(state: DrainState, finish: Finish, started_at: float, now: float,
+            held: HeldConnections | None = None) -> DrainResult:
     last = state.last_read
     return DrainResult(
         outcome=finish.outcome,
-        reason=finish.reason,
+        reason=finish.reason + _held_words(finish, held),
         elapsed_s=round(now - started_at, 3),
         in_flight=last.in_flight if last is not None else None,
         reads=state.reads,
     )
+
+
+def _held_words(finish: Finish, held: HeldConnections | None) -> str:
+    """What a deadline's reason adds when clients connected before the delete are still connected:
+    work that keeps arriving on them is why no read was idle (modeldrain/hook/held_connections.py)."""
+    if finish.outcome is not DrainOutcome.DEADLINE or held is None:
+        return ""
+    count = held.look()
+    if not count.from_before_delete:
+        return ""
+    return (f"; {count.detail}: a client on a keep-alive connection (a plain Service, a NodePort) keeps sending "
+            "after the delete, which the route wait cannot stop (docs/configurations.md)")

@@ -18,6 +18,8 @@ ours are:
   is in a volume mounted into the container that reads it;
 - metrics: an SGLang engine is started with `--enable-metrics`, without which it serves no
   /metrics (a 404) and nothing can be measured.
+- mesh: behind Istio's or Linkerd's sidecar, drain-sidecar's port is out of the mesh's capture and
+  a classic proxy container does not exit before the engine's drain (modeldrain/lint/mesh_rules.py).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from modeldrain.hook.constants import (
 )
 from modeldrain.hook.gauges import EngineKind
 from modeldrain.lint.engine_containers import engine_containers, engine_run
+from modeldrain.lint.mesh_rules import mesh_findings
 from modeldrain.lint.pod_templates import PodTemplate
 
 # The static executables unpack here when TMPDIR is unset.
@@ -224,6 +227,9 @@ def _lint(template: PodTemplate) -> Iterator[Finding]:
     for container in template.containers():
         if image_name(str(container.get("image", ""))) == SIDECAR_IMAGE_NAME:
             yield from _sidecar_token(template, container)
+    runs_sidecar = any(image_name(str(c.get("image", ""))) == SIDECAR_IMAGE_NAME for c in template.containers())
+    for container_name, field, message in mesh_findings(template, hooked, callers, runs_sidecar):
+        yield Finding(template.source, container_name, field, message)
     for container in containers:
         yield from _sglang_metrics(template, container)
 

@@ -12,6 +12,10 @@ How many of them carried data recently comes from inet_diag (modeldrain/sidecar/
 kernel gives it; it is for people and messages only, since a long non-streaming request moves no
 data either. A table that cannot be read makes the count None, with the reason: unknown holds the
 controller, it never reads as zero.
+
+Behind a service mesh's sidecar the clients are connected to the mesh proxy, not to the engine
+(modeldrain/sidecar/mesh.py): the count adds what the proxy's inbound listener holds, and is
+unknown when a mesh is seen whose inbound listener is not.
 """
 
 from __future__ import annotations
@@ -21,9 +25,10 @@ from dataclasses import dataclass
 from typing import Callable, Collection
 
 from modeldrain.sidecar.daemon_thread import run_in_daemon_thread
+from modeldrain.sidecar.mesh import MESH_PORTS, seen_meshes
 from modeldrain.sidecar.pod_addresses import Network, PodAddressError, own_networks
 from modeldrain.sidecar.sock_diag import DataAge, SockDiagError, data_ages
-from modeldrain.sidecar.socket_table import Connection, SocketTableError, established
+from modeldrain.sidecar.socket_table import Connection, SocketTableError, port_table
 
 # "Carried data recently": within this long. The controller reads about every 1.1 s, so 2 s covers
 # the gap between two of its rounds; an idle keep-alive ages past it and stays counted as open.
@@ -67,18 +72,34 @@ def count_connections(proc_root: str, ports: Collection[int], *, recent_window_s
 
     try:
         own = own_networks(proc_root)
-        found = outside(established(proc_root, ordered), own)
+        table = port_table(proc_root, ordered + MESH_PORTS)
     except (PodAddressError, SocketTableError) as exc:
         return done(None, None, f"count unknown: {exc}")
+    views = seen_meshes(table, ordered, own)
+    relayed = {c.inode for view in views for c in view.relays}  # a mesh's own upstream connection is no client
+    found = [c for c in outside([c for c in table.established if c.local_port in ordered], own)
+             if c.inode not in relayed]
+    direct = len(found)
+    meshes: list[str] = []
+    for view in views:
+        held = view.held
+        if held is None:
+            return done(None, None, f"count unknown: {view.mesh.name}'s proxy is in the Pod ({view.evidence}) but "
+                                    f"not its inbound listener on {view.mesh.inbound_port}: the clients it relays "
+                                    "cannot be counted")
+        found += held
+        meshes.append(f"{len(held)} through {view.mesh.name}'s proxy ({view.evidence})")
     if not found:
-        return done(0, 0, "no established connection from outside the Pod")
+        via = f", directly or through a mesh proxy ({'; '.join(meshes)})" if meshes else ""
+        return done(0, 0, f"no established connection from outside the Pod{via}")
     try:
         recent_count = recent(found, ages(), recent_window_s)
         why = "" if recent_count is not None else "; a connection was not in the inet_diag dump"
     except SockDiagError as exc:
         recent_count, why = None, f"; when each last moved data is not known ({exc})"
     said = f", {recent_count} of them moved data in the last {recent_window_s:g} s" if recent_count is not None else why
-    return done(len(found), recent_count, f"{len(found)} established from outside the Pod{said}")
+    via = f" ({direct} directly; {'; '.join(meshes)})" if meshes else ""
+    return done(len(found), recent_count, f"{len(found)} established from outside the Pod{via}{said}")
 
 
 class ConnectionWatch:

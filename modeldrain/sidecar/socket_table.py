@@ -1,4 +1,4 @@
-"""The established TCP connections of this network namespace on given local ports: /proc/net/tcp{,6}.
+"""The established TCP connections and the listeners of this network namespace on given local ports: /proc/net/tcp{,6}.
 
 drain-sidecar shares the Pod's network namespace, so these tables list every connection made to
 the engine's port, from wherever. Readable by any user. They are read and checked line by line by
@@ -19,6 +19,8 @@ from modeldrain.hook.kernel_sockets import MAX_TABLE_BYTES, STATE_ESTABLISHED, K
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
+STATE_LISTEN = 0x0A  # include/net/tcp_states.h, as the table prints it
+
 
 class SocketTableError(Exception):
     """A socket table that cannot be trusted; the message says which and why, in one line."""
@@ -35,14 +37,31 @@ class Connection:
     inode: int
 
 
-def established(proc_root: str, ports: Collection[int], max_bytes: int = MAX_TABLE_BYTES) -> list[Connection]:
-    """Every established connection on `ports`, IPv4 and IPv6; raises SocketTableError."""
+@dataclass(frozen=True)
+class PortTable:
+    """One read of the tables: the established connections on the ports asked for, and which of
+    those ports have a listening socket (a mesh proxy's is how a mesh is seen: connections.py)."""
+
+    established: list[Connection]
+    listening: frozenset[int]
+
+
+def port_table(proc_root: str, ports: Collection[int], max_bytes: int = MAX_TABLE_BYTES) -> PortTable:
+    """The established connections and the listeners on `ports`, IPv4 and IPv6, from one read of
+    each table; raises SocketTableError."""
     try:
         found = sockets(proc_root, ports, max_bytes)
     except KernelSocketError as exc:
         raise SocketTableError(str(exc)) from None
-    return [Connection(_address(s.local_address), s.local_port, _address(s.remote_address), s.remote_port, s.inode)
-            for s in found if s.state == STATE_ESTABLISHED]
+    return PortTable(
+        [Connection(_address(s.local_address), s.local_port, _address(s.remote_address), s.remote_port, s.inode)
+         for s in found if s.state == STATE_ESTABLISHED],
+        frozenset(s.local_port for s in found if s.state == STATE_LISTEN))
+
+
+def established(proc_root: str, ports: Collection[int], max_bytes: int = MAX_TABLE_BYTES) -> list[Connection]:
+    """Every established connection on `ports`, IPv4 and IPv6; raises SocketTableError."""
+    return port_table(proc_root, ports, max_bytes).established
 
 
 # A Pod's connections come from few distinct peers (loopback, a node, a handful of clients): each

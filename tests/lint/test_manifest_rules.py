@@ -307,3 +307,112 @@ def test_longest_request_counts_a_split_sglang_servers_reserve_and_the_hooks_own
     prestop_command(pod)[1:] = ["--grace", "30", "--route-wait", "2", "--exit-reserve", "3"]
     (template,) = templates_of(pod, "pod.yaml")
     assert lint(template, longest_request_s=25) == [] and lint(template, longest_request_s=26) != []
+
+
+# --- behind a service mesh (modeldrain/lint/mesh_rules.py) ---
+
+def _annotate(**annotations):
+    def change(body):
+        body["metadata"].setdefault("annotations", {}).update(annotations)
+    return change
+
+
+def _mesh_findings(name, change):
+    return [f for f in broken(name, change) if "mesh" in f.message or "Istio" in f.message or "Linkerd" in f.message]
+
+
+def test_an_istio_injected_pod_calling_the_sidecar_through_the_mesh_is_found():
+    (finding,) = _mesh_findings("pod-drain-sidecar-httpget.yaml", _annotate(**{"sidecar.istio.io/inject": "true"}))
+    assert finding.field == "metadata.annotations[traffic.sidecar.istio.io/excludeInboundPorts]"
+    assert "rejected under STRICT mTLS and SIGTERM follows at once" in finding.message
+    assert "add 8490 to traffic.sidecar.istio.io/excludeInboundPorts" in finding.message
+
+
+def test_the_exec_hook_behind_istio_still_needs_the_port_out_of_the_mesh_for_the_count():
+    def label(body):
+        body["metadata"]["labels"]["sidecar.istio.io/inject"] = "true"
+    (finding,) = _mesh_findings("pod-drain-sidecar.yaml", label)
+    assert "never sees its connections at zero" in finding.message and "httpGet" not in finding.message
+
+
+@pytest.mark.parametrize("annotations", [
+    {"sidecar.istio.io/inject": "true", "traffic.sidecar.istio.io/excludeInboundPorts": "15020, 8490"},
+    {"sidecar.istio.io/inject": "true", "traffic.sidecar.istio.io/excludeInboundPorts": "8400-8500"},
+    {"sidecar.istio.io/inject": "true", "traffic.sidecar.istio.io/includeInboundPorts": "8000"},
+    {"sidecar.istio.io/inject": "false"},
+    {"linkerd.io/inject": "enabled", "config.linkerd.io/skip-inbound-ports": "8490"},
+    {"linkerd.io/inject": "disabled"},
+])
+def test_a_mesh_that_leaves_the_sidecars_port_alone_is_not_found(annotations):
+    assert _mesh_findings("pod-drain-sidecar-httpget.yaml", _annotate(**annotations)) == []
+
+
+def test_a_linkerd_injected_pod_calling_the_sidecar_through_the_mesh_is_found():
+    (finding,) = _mesh_findings("pod-drain-sidecar-httpget.yaml", _annotate(**{"linkerd.io/inject": "enabled"}))
+    assert finding.field == "metadata.annotations[config.linkerd.io/skip-inbound-ports]"
+
+
+def _with_proxy(name, *, native=False, lifecycle=None):
+    def change(body):
+        body["metadata"].setdefault("annotations", {})["traffic.sidecar.istio.io/excludeInboundPorts"] = "8490"
+        body["metadata"]["annotations"]["config.linkerd.io/skip-inbound-ports"] = "8490"
+        proxy = {"name": name, "image": f"example/{name}:1"}
+        if lifecycle:
+            proxy["lifecycle"] = lifecycle
+        spec = body["spec"]
+        if native:
+            spec.setdefault("initContainers", []).append({**proxy, "restartPolicy": "Always"})
+        else:
+            spec["containers"].append(proxy)
+    return change
+
+
+def test_a_classic_istio_proxy_that_exits_before_the_engine_drains_is_found():
+    (finding,) = _mesh_findings("pod-drain-sidecar.yaml", _with_proxy("istio-proxy"))
+    assert (finding.container, finding.field) == ("istio-proxy", "containers")
+    assert "exits after its own drain (5 s)" in finding.message and "EXIT_ON_ZERO_ACTIVE_CONNECTIONS" in finding.message
+
+
+@pytest.mark.parametrize("why, change", [
+    ("native", _with_proxy("istio-proxy", native=True)),
+    ("its own preStop", _with_proxy("istio-proxy", lifecycle={"preStop": {"exec": {"command": ["pilot-agent", "wait"]}}})),
+    ("exits on zero connections", lambda body: (_with_proxy("istio-proxy")(body), _annotate(**{
+        "proxy.istio.io/config": 'proxyMetadata:\n  EXIT_ON_ZERO_ACTIVE_CONNECTIONS: "true"\n'})(body))),
+    ("drains as long as the grace", lambda body: (_with_proxy("istio-proxy")(body), _annotate(**{
+        "proxy.istio.io/config": "terminationDrainDuration: 30s\n"})(body))),
+    ("a native Linkerd proxy", _with_proxy("linkerd-proxy", native=True)),
+    ("a Linkerd proxy that waits", lambda body: (_with_proxy("linkerd-proxy")(body), _annotate(**{
+        "config.alpha.linkerd.io/proxy-wait-before-exit-seconds": "25"})(body))),
+])
+def test_a_proxy_that_outlives_the_drain_is_not_found(why, change):
+    assert _mesh_findings("pod-drain-sidecar.yaml", change) == [], why
+
+
+def test_a_classic_linkerd_proxy_is_found_and_a_short_istio_drain_too():
+    (finding,) = _mesh_findings("pod-drain-sidecar.yaml", _with_proxy("linkerd-proxy"))
+    assert finding.container == "linkerd-proxy" and "at least 25" in finding.message
+
+    def short(body):
+        _with_proxy("istio-proxy")(body)
+        _annotate(**{"proxy.istio.io/config": "terminationDrainDuration: 10s\n"})(body)
+    (finding,) = _mesh_findings("pod-drain-sidecar.yaml", short)
+    assert "(10 s)" in finding.message
+
+
+@pytest.mark.parametrize("text", [
+    'proxyMetadata:\n  EXIT_ON_ZERO_ACTIVE_CONNECTIONS: "true"\n',
+    "proxyMetadata:\n  EXIT_ON_ZERO_ACTIVE_CONNECTIONS: 'true'\nterminationDrainDuration: 10s\n",
+    'proxyMetadata:\n  EXIT_ON_ZERO_ACTIVE_CONNECTIONS: "false"\n',
+    "terminationDrainDuration: 45s\n",
+    "terminationDrainDuration: \"1m\"\nholdApplicationUntilProxyStarts: true\n",
+    '{"terminationDrainDuration": "40s", "proxyMetadata": {"EXIT_ON_ZERO_ACTIVE_CONNECTIONS": "true"}}',
+    '{"proxyMetadata": {"EXIT_ON_ZERO_ACTIVE_CONNECTIONS": "false"}, "terminationDrainDuration": "2s"}',
+    "concurrency: 2\n",
+])
+def test_the_proxy_config_keys_are_read_as_pyyaml_reads_them(text):
+    from modeldrain.lint import mesh_rules
+    parsed = yaml.safe_load(text)
+    exit_on_zero = str(parsed.get("proxyMetadata", {}).get("EXIT_ON_ZERO_ACTIVE_CONNECTIONS", "")).lower() == "true"
+    assert bool(mesh_rules._EXIT_ON_ZERO.search(text)) == exit_on_zero
+    found = mesh_rules._DRAIN_DURATION.search(text)
+    assert (found.group(1) if found else None) == parsed.get("terminationDrainDuration")

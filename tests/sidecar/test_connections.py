@@ -238,3 +238,117 @@ def test_every_answer_carries_the_count_within_the_contract(vllm_engine, tmp_pat
     assert unknown["ports"] == [8080, 9443]
     assert unknown["established"] is None and unknown["free_since_seq"] is None
     assert "cannot read" in unknown["detail"]
+
+
+# --- behind a service mesh's proxy (modeldrain/sidecar/mesh.py) ---
+
+def _listener(sl, port, address="0.0.0.0", inode=900):
+    return line(sl, address, port, "::" if ":" in address else "0.0.0.0", 0, state="0A", inode=inode)
+
+
+def _istio_pod(clients, relays, listeners=(15006, 15001)):
+    """The tables of a Pod behind Istio's sidecar: clients on the inbound listener (the REDIRECT leaves
+    its port on their sockets), the proxy's upstream connections to the engine from 127.0.0.6."""
+    rows = [_listener(i, port, inode=900 + i) for i, port in enumerate(listeners)]
+    rows += [line(10 + i, "10.4.0.7", 15006, f"10.4.9.{i + 1}", 40000 + i, inode=100 + i) for i in range(clients)]
+    rows += [line(50 + i, "10.4.0.7", PORT, "127.0.0.6", 50000 + i, inode=200 + i) for i in range(relays)]
+    rows += [line(90, "127.0.0.1", PORT, "127.0.0.1", 41000, inode=300)]  # the sidecar's own read
+    return HEADER4 + "".join(rows)
+
+
+def test_clients_behind_istios_proxy_are_counted_not_a_confident_zero(tmp_path):
+    root = proc(tmp_path, tcp=_istio_pod(clients=3, relays=3))
+    count = count_connections(root, [PORT], ages=lambda: {100 + i: DataAge(100, 100) for i in range(3)})
+    assert (count.established, count.recent_data) == (3, 3), count
+    assert "3 through Istio's proxy" in count.detail and "0 directly" in count.detail, count.detail
+
+
+def test_more_relays_than_inbound_connections_count_the_relays(tmp_path):
+    # One client connection to the listener (a peer's pooled connection), three requests relayed.
+    root = proc(tmp_path, tcp=_istio_pod(clients=1, relays=3))
+    assert count_connections(root, [PORT], ages=dict).established == 3
+
+
+def test_a_direct_client_and_a_meshed_one_both_count(tmp_path):
+    # A port excluded from the capture (or TPROXY mode) leaves the client on the engine's port itself.
+    root = proc(tmp_path, tcp=_istio_pod(clients=2, relays=2) + line(95, "10.4.0.7", PORT, "10.4.8.8", 1, inode=5))
+    count = count_connections(root, [PORT], ages=dict)
+    assert count.established == 3 and "1 directly" in count.detail, count.detail
+
+
+def test_an_idle_mesh_reads_zero_and_says_it_looked(tmp_path):
+    root = proc(tmp_path, tcp=_istio_pod(clients=0, relays=0))
+    count = count_connections(root, [PORT], ages=dict)
+    assert count.established == 0 and "Istio's proxy (a listener on 15001, 15006)" in count.detail, count.detail
+
+
+def test_the_inbound_listeners_in_pod_peers_are_not_clients(tmp_path):
+    root = proc(tmp_path, tcp=_istio_pod(clients=0, relays=0)
+                + line(96, "10.4.0.7", 15006, "10.4.0.7", 1, inode=6) + line(97, "127.0.0.1", 15006, "127.0.0.1", 2))
+    assert count_connections(root, [PORT], ages=dict).established == 0
+
+
+def test_clients_behind_linkerds_proxy_are_counted(tmp_path):
+    # Linkerd relays from 127.0.0.1, as the sidecar's own reads do: only its listener can count.
+    rows = [_listener(0, 4143), _listener(1, 4140, inode=901)]
+    rows += [line(10 + i, "10.4.0.7", 4143, f"10.4.9.{i + 1}", 40000 + i, inode=100 + i) for i in range(2)]
+    rows += [line(50 + i, "127.0.0.1", PORT, "127.0.0.1", 50000 + i, inode=200 + i) for i in range(2)]
+    count = count_connections(proc(tmp_path, tcp=HEADER4 + "".join(rows)), [PORT], ages=dict)
+    assert count.established == 2 and "Linkerd" in count.detail, count.detail
+
+
+@pytest.mark.parametrize("why, tcp", [
+    ("relays from 127.0.0.6 and no inbound listener", _istio_pod(clients=0, relays=2, listeners=())),
+    ("Istio's outbound listener without its inbound one", _istio_pod(clients=0, relays=0, listeners=(15001,))),
+    ("Linkerd's outbound listener without its inbound one", HEADER4 + _listener(0, 4140)),
+])
+def test_a_mesh_whose_inbound_listener_is_not_seen_makes_the_count_unknown(tmp_path, why, tcp):
+    count = count_connections(proc(tmp_path, tcp=tcp), [PORT], ages=dict)
+    assert count.established is None and count.recent_data is None, why
+    assert count.detail.startswith("count unknown: ") and "inbound listener" in count.detail, count.detail
+
+
+def test_an_engine_on_a_mesh_port_is_not_a_mesh(tmp_path):
+    tcp = HEADER4 + _listener(0, 4143) + line(1, "10.4.0.7", 4143, "10.4.9.9", 1, inode=7)
+    count = count_connections(proc(tmp_path, tcp=tcp), [4143], ages=dict)
+    assert count.established == 1 and "Linkerd" not in count.detail, count.detail
+
+
+def test_ipv6_listeners_and_istios_ipv6_relay_source(tmp_path):
+    tcp6 = HEADER6 + _listener(0, 15006, address="::") + "".join(
+        line(1 + i, "::1", PORT, "::6", 50000 + i, inode=200 + i) for i in range(2))
+    count = count_connections(proc(tmp_path, tcp6=tcp6), [PORT], ages=dict)
+    assert count.established == 2 and "from ::6" in count.detail, count.detail
+
+
+def _listening_on(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_real_relays_from_127_0_0_6_count_with_a_mesh_listener_and_are_unknown_without():
+    """This machine's kernel: connections bound to 127.0.0.6 (Linux lets any 127/8 address be a
+    source on lo) to a stand-in engine, as Istio's proxy makes them; then a listener on 15006."""
+    if _listening_on(15006):
+        pytest.skip("something on this machine listens on 15006 already")
+    with socket.create_server(("127.0.0.1", 0)) as engine:
+        port = engine.getsockname()[1]
+        relays = []
+        try:
+            for _ in range(2):
+                relay = socket.socket()
+                relay.bind(("127.0.0.6", 0))
+                relay.connect(("127.0.0.1", port))
+                relays += [relay, engine.accept()[0]]
+            unknown = count_connections("/proc", [port])
+            assert unknown.established is None and "from 127.0.0.6" in unknown.detail, unknown
+            try:
+                inbound = socket.create_server(("127.0.0.1", 15006))
+            except OSError as exc:
+                pytest.skip(f"cannot listen on 15006 here: {exc}")
+            with inbound:
+                counted = count_connections("/proc", [port])
+            assert counted.established == 2 and "through Istio's proxy" in counted.detail, counted
+        finally:
+            for s in relays:
+                s.close()
