@@ -120,10 +120,12 @@ def test_the_metrics_table_is_what_the_sidecar_exports():
     from prometheus_client.parser import text_string_to_metric_families
 
     from modeldrain.hook.events import EventLog
+    from modeldrain.sidecar.drain_ledger import DrainLedger
     from modeldrain.sidecar.metrics import SidecarMetrics
 
     metrics = SidecarMetrics()
     metrics.watch_log(EventLog("drain-sidecar"))
+    DrainLedger(metrics, EventLog("drain-sidecar"))  # the drain series, as the sidecar's wiring builds them
     families = list(text_string_to_metric_families(generate_latest(metrics.registry).decode()))
     # The *_created series the sidecar turns off at start (modeldrain/sidecar/cli.py), seen here because this
     # test leaves prometheus-client's global setting alone.

@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from typing import TYPE_CHECKING, Any
 
 from modeldrain.hook import __version__
@@ -119,8 +120,12 @@ def drain_command(argv: list[str]) -> int:
     # stop signal meanwhile is only remembered (not armed yet), so even an early stop's final line
     # counts its elapsed time from the exec.
     started_at = exec_started_at()
+    report_port = 0  # the local drain-sidecar told of this drain (hook.sidecar_report); 0: none
+    drain_id = ""
+    held_s: float | None = None
     try:
         _SIGNALS.arm()
+        from modeldrain.hook import sidecar_report
         from modeldrain.hook.config import resolve_drain_config
         from modeldrain.hook.drain import run_drain
 
@@ -128,9 +133,14 @@ def drain_command(argv: list[str]) -> int:
         mirror_path, mirror_off = mirror_for(None if args.quiet else args.log_mirror)
         log = EventLog("prestop", started_at=started_at, mirror_path=mirror_path, mirror_off=mirror_off)
         _remove_leftovers(log)
-        result = run_drain(resolve_drain_config(args), started_at, log)
+        config = resolve_drain_config(args)
+        report_port, drain_id = args.sidecar_report, sidecar_report.new_drain_id()
+        if report_port:
+            sidecar_report.post_in_background(report_port, sidecar_report.started_message(drain_id, config.grace_s))
+        result = run_drain(config, started_at, log)
         code = result.outcome.exit_code
         fields = dict(result.fields())
+        held_s = result.held_after_last_busy_s
     except Stopped as stop:
         code = stop.code
         fields = dict(outcome=stop.outcome, in_flight=None, reads=None, reason=stop.reason, exit_code=int(code))
@@ -138,6 +148,13 @@ def drain_command(argv: list[str]) -> int:
         _SIGNALS.ignore()
     if log is None:
         log = EventLog("prestop", started_at=started_at)
+    if report_port:
+        from modeldrain.hook import sidecar_report
+
+        sidecar_report.post(report_port, sidecar_report.finished_message(
+            drain_id, outcome=str(fields["outcome"]), exit_code=int(code),
+            elapsed_s=round(time.monotonic() - started_at, 3),
+            held_after_last_busy_s=held_s, in_flight=fields["in_flight"]))
     line = log.emit("drain_finished", **fields, log_lines_dropped=log.dropped)
     log.close()
     stdout = Sink.for_stream(1, "stdout")

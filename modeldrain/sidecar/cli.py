@@ -32,6 +32,7 @@ from modeldrain.sidecar.config import SidecarConfig, resolve_config, sidecar_par
 from modeldrain.sidecar.connections import ConnectionWatch
 from modeldrain.sidecar.drain_admission import DrainAdmission, drain_call_cap
 from modeldrain.sidecar.drain_job import DrainJobs
+from modeldrain.sidecar.drain_ledger import DrainLedger
 from modeldrain.sidecar.library_logs import route_library_logs
 from modeldrain.sidecar.lifecycle import Lifecycle, StopReason
 from modeldrain.sidecar.metrics import SidecarMetrics
@@ -91,6 +92,7 @@ class Server:
         self.config, self.log = config, log
         self.metrics = SidecarMetrics()
         self.metrics.watch_log(log)
+        self.ledger = DrainLedger(self.metrics, log)
         sampler = EngineSampler(config.read, self.metrics, log,
                                 ConnectionWatch(config.net_root, config.service_ports))
         self.coalescer: Coalescer[NumberedRead] = Coalescer(sampler.sample, constants.MIN_READ_INTERVAL_S)
@@ -119,7 +121,8 @@ class Server:
             metrics=self.metrics,
             tokens=self.tokens,
             drains=DrainJobs(config.read, self.log, fresh_read,
-                             DrainAdmission(drain_call_cap(config.max_connections))),
+                             DrainAdmission(drain_call_cap(config.max_connections)), self.ledger),
+            ledger=self.ledger,
             openapi_json=load_openapi(),
             command=CommandWatch(config.stated, config.proc_root, rescan_interval_s=COMMAND_RESCAN_INTERVAL_S),
             work_wait_s=constants.work_answer_bound_s(config.read.read_timeout_s),
