@@ -50,7 +50,7 @@ METRICS = "/metrics"
 ROUTES = (WORK, DRAIN, HOOK_EVENTS, OPENAPI, HEALTHZ, READYZ, METRICS)
 # No bearer token here: kubelet's httpGet hook could only send one from the Pod spec, where anyone
 # who may read Pods reads it. Every call drains for itself, from its own arrival (no call can
-# shorten, end or answer another), and callers are capped per address (docs/sidecar-api.md,
+# shorten, end or answer another), and callers are capped per source network (docs/sidecar-api.md,
 # "Threat model").
 # /v1/hook-events needs none either: the hook in the engine's container holds no sidecar token, and
 # the route answers loopback peers only (the Pod's own containers), 403 to anyone else.

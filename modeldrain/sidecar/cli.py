@@ -93,6 +93,7 @@ class Server:
         self.metrics = SidecarMetrics()
         self.metrics.watch_log(log)
         self.ledger = DrainLedger(self.metrics, log)
+        self.admission = DrainAdmission(drain_call_cap(config.max_connections), config.max_connections)
         sampler = EngineSampler(config.read, self.metrics, log,
                                 ConnectionWatch(config.net_root, config.service_ports))
         self.coalescer: Coalescer[NumberedRead] = Coalescer(sampler.sample, constants.MIN_READ_INTERVAL_S)
@@ -121,7 +122,7 @@ class Server:
             metrics=self.metrics,
             tokens=self.tokens,
             drains=DrainJobs(config.read, self.log, fresh_read,
-                             DrainAdmission(drain_call_cap(config.max_connections)), self.ledger),
+                             self.admission, self.ledger),
             ledger=self.ledger,
             openapi_json=load_openapi(),
             command=CommandWatch(config.stated, config.proc_root, rescan_interval_s=COMMAND_RESCAN_INTERVAL_S),
@@ -148,7 +149,8 @@ class Server:
                                    max_connections=config.max_connections, handler_kwargs=handler_kwargs,
                                    on_reject=lambda: metrics.observe_request(REJECTED_ROUTE, 503),
                                    on_evict=metrics.connections_evicted.inc,
-                                   on_error=lambda status: metrics.observe_request(MALFORMED_ROUTE, status))
+                                   on_error=lambda status: metrics.observe_request(MALFORMED_ROUTE, status),
+                                   exempt=lambda: self.admission.waiting)
         loop = asyncio.get_running_loop()
         loop.set_exception_handler(lambda _loop, context: _log_loop_error(self.log, context))
         # SIGTERM lingers until the engine is gone; SIGINT and Ctrl-\'s SIGQUIT stop at once.

@@ -87,7 +87,7 @@ class DrainJobs:
         return self.admission.waiting
 
     async def drain(self, grace_s: float, source: str) -> DrainAnswer:
-        """This call's drain, from now; raises DrainRefused past its address's share or the total."""
+        """This call's drain, from now; raises DrainRefused past its network's share or the total."""
         arrived_at = time.monotonic()
         self._ledger.call_arrived()  # the Pod is being deleted, whether this call is admitted or not
         refusal = self.admission.admit(source)
