@@ -102,7 +102,8 @@ class Server:
         self.tokens = None
         if config.token_file:
             self.tokens = TokenFile(config.token_file,
-                                    lambda message: log.warning("token_file_changed", message=message))
+                                    lambda message: log.warning("token_file_changed", message=message),
+                                    overlap_s=config.token_overlap_s)
         self.identity = Identity(instance=uuid.uuid4().hex, version=__version__, started_at_unix=time.time(),
                                  pod=config.pod, member=config.member)
         self.runner: web.AppRunner | None = None
