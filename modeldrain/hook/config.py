@@ -132,7 +132,7 @@ def add_drain_flags(parser: argparse.ArgumentParser) -> None:
                                                                             allow_zero=True)),
                         default=constants.SIDECAR_PORT, metavar="PORT",
                         help="tell the Pod's drain-sidecar on 127.0.0.1:PORT that this drain started and how it "
-                        "ended, best effort, at most 0.1 s at the end; 0: tell no one "
+                        "ended, best effort: the end is given up after 0.1 s; 0: tell no one "
                         f"(default {constants.SIDECAR_PORT})")
 
 
