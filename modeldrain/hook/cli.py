@@ -148,18 +148,18 @@ def drain_command(argv: list[str]) -> int:
         _SIGNALS.ignore()
     if log is None:
         log = EventLog("prestop", started_at=started_at)
-    if report_port:
-        from modeldrain.hook import sidecar_report
-
-        sidecar_report.post(report_port, sidecar_report.finished_message(
-            drain_id, outcome=str(fields["outcome"]), exit_code=int(code),
-            elapsed_s=round(time.monotonic() - started_at, 3),
-            held_after_last_busy_s=held_s, in_flight=fields["in_flight"]))
+    elapsed_s = round(time.monotonic() - started_at, 3)
     line = log.emit("drain_finished", **fields, log_lines_dropped=log.dropped)
     log.close()
     stdout = Sink.for_stream(1, "stdout")
     stdout.write((line + "\n").encode("ascii"))
     stdout.close()
+    if report_port:  # after the drain's own line: a stuck sidecar delays nothing but the exit, by 0.1 s at most
+        from modeldrain.hook import sidecar_report
+
+        sidecar_report.post(report_port, sidecar_report.finished_message(
+            drain_id, outcome=str(fields["outcome"]), exit_code=int(code), elapsed_s=elapsed_s,
+            held_after_last_busy_s=held_s, in_flight=fields["in_flight"]))
     return code
 
 
