@@ -98,7 +98,7 @@ class Server:
                                 ConnectionWatch(config.net_root, config.service_ports))
         self.coalescer: Coalescer[NumberedRead] = Coalescer(sampler.sample, constants.MIN_READ_INTERVAL_S)
         self.lifecycle = Lifecycle(self.coalescer, log, linger_max_s=config.linger_max_s,
-                                   poll_interval_s=LINGER_POLL_INTERVAL_S)
+                                   poll_interval_s=LINGER_POLL_INTERVAL_S, on_sigterm=self.ledger.sigterm)
         self.tokens = None
         if config.token_file:
             self.tokens = TokenFile(config.token_file,

@@ -33,6 +33,11 @@ from modeldrain.sidecar.metrics import SidecarMetrics
 class Via(enum.Enum):
     HOOK = "hook"  # the engine's prestop hook, reported over loopback
     DRAIN_CALL = "drain_call"  # this sidecar's own GET /v1/drain
+    SIGTERM = "sigterm"  # the sidecar's own SIGTERM (a classic container gets it at the deletion)
+
+
+# The ways a drain reaches the sidecar (the metrics' `via`); SIGTERM starts none, it only says the Pod is deleted.
+DRAIN_VIAS = (Via.HOOK, Via.DRAIN_CALL)
 
 
 ABANDONED = "abandoned"  # a /v1/drain call whose client went away
@@ -80,11 +85,15 @@ class DrainLedger:
         self._finished_ids: OrderedDict[str, None] = OrderedDict()
         self._open_calls = 0
         metrics.watch_drains(lambda via: self.in_progress(Via(via)), lambda: self.draining is not None,
-                             [v.value for v in Via], OUTCOMES)
+                             [v.value for v in DRAIN_VIAS], OUTCOMES)
 
     def in_progress(self, via: Via) -> int:
         self.sweep()
         return len(self._open_hooks) if via is Via.HOOK else self._open_calls
+
+    def sigterm(self) -> None:
+        """The sidecar's own SIGTERM: the Pod is being deleted (a native sidecar's comes last of all)."""
+        self._mark_draining(Via.SIGTERM)
 
     # --- this sidecar's own /v1/drain calls -------------------------------------------------
 
