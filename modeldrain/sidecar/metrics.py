@@ -81,7 +81,7 @@ class SidecarMetrics:
             for outcome in outcomes:
                 self.drains.labels(outcome, via)
         deleted = Gauge("modeldrain_pod_draining", "1 once the Pod's deletion reached this sidecar (the engine's "
-                        "hook started, or /v1/drain was called), else 0.", registry=self.registry)
+                        "hook started, /v1/drain was called, or SIGTERM), else 0.", registry=self.registry)
         deleted.set_function(lambda: 1.0 if draining() else 0.0)
 
     def drain_started(self, via: str) -> None:
