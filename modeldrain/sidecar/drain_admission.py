@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 # All drain calls together, per --max-connections: 256 at the default 64. Each holds a socket and
 # a thread that sleeps between shared reads (the engine sees at most ten reads a second however
-# many wait), ~100 KiB of memory, so the cap bounds the sidecar at tens of MiB.
+# many wait) and some memory: the cap is what bounds the sidecar's threads, sockets and memory.
 DRAIN_CALLS_PER_CONNECTION = 4
 # How many bits of an IPv6 source name one network: a /64 is the smallest block a host is given
 # (SLAAC, a Pod's or a node's range), and the host may use any address in it.
