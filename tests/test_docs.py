@@ -120,10 +120,12 @@ def test_the_metrics_table_is_what_the_sidecar_exports():
     from prometheus_client.parser import text_string_to_metric_families
 
     from modeldrain.hook.events import EventLog
+    from modeldrain.sidecar.drain_ledger import DrainLedger
     from modeldrain.sidecar.metrics import SidecarMetrics
 
     metrics = SidecarMetrics()
     metrics.watch_log(EventLog("drain-sidecar"))
+    DrainLedger(metrics, EventLog("drain-sidecar"))  # the drain series, as the sidecar's wiring builds them
     families = list(text_string_to_metric_families(generate_latest(metrics.registry).decode()))
     # The *_created series the sidecar turns off at start (modeldrain/sidecar/cli.py), seen here because this
     # test leaves prometheus-client's global setting alone.
@@ -132,6 +134,31 @@ def test_the_metrics_table_is_what_the_sidecar_exports():
                 if not f.name.startswith("process_") and f.name not in created}
     documented = first_column(REPO / "docs" / "sidecar-api.md", "metric")
     assert sorted(documented) == sorted(exported)
+    # ... and each row's type and labels are the registry's (issue 30: the drain series and their labels).
+    rows = {cells[0].strip("`"): (cells[1], cells[2]) for cells in table_rows(REPO / "docs" / "sidecar-api.md", "metric")}
+    checked = set()
+    for family in families:
+        name = family.name + "_total" if family.type == "counter" else family.name
+        if name not in rows or not family.samples:  # a labelled series nothing observed yet shows no labels
+            continue
+        checked.add(name)
+        labels = sorted({label for sample in family.samples for label in sample.labels} - {"le"})
+        documented_labels = sorted(cell.strip().strip("`") for cell in rows[name][1].split(",") if cell.strip())
+        assert (rows[name][0], documented_labels) == (family.type, labels), name
+    assert {"modeldrain_drains_total", "modeldrain_drain_held_after_last_busy_seconds"} <= checked
+
+
+def table_rows(page: Path, heading: str) -> list[list[str]]:
+    """The cells of each row of the table whose header row starts with `| heading |`."""
+    rows, inside = [], False
+    for line in page.read_text().splitlines():
+        if line.startswith(f"| {heading} |"):
+            inside = True
+        elif inside and line.startswith("|") and not line.startswith("|---"):
+            rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+        elif inside and not line.startswith("|"):
+            break
+    return rows
 
 
 # --- the exit codes ---------------------------------------------------------------------------

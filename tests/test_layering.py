@@ -23,7 +23,7 @@ HOOK_LAYERS: dict[str, int] = {
     # values parsed and read
     "modeldrain.hook.flags": 1, "modeldrain.hook.outcome": 1, "modeldrain.hook.clock": 1, "modeldrain.hook.annotations": 1,
     "modeldrain.hook.work_names": 1, "modeldrain.hook.framing": 1,
-    "modeldrain.hook.token": 1, "modeldrain.hook.engine_argv": 1,
+    "modeldrain.hook.token": 1, "modeldrain.hook.engine_argv": 1, "modeldrain.hook.sidecar_report": 1,
     "modeldrain.hook.foreign_body": 1, "modeldrain.hook.server_load": 1,
     # what each signal does to a drain (a stop, or ignored)
     "modeldrain.hook.signals": 1,

@@ -140,11 +140,16 @@ def route_wait(sidecar: SidecarProcess, engine: EngineProcess) -> RouteCase:
     return case
 
 
-def flood(sidecar: SidecarProcess, engine: EngineProcess, addresses: int, per_address: int) -> RouteCase:
-    case = RouteCase(f"flood {addresses}×{per_address}", f"{addresses * per_address} stranger calls open from "
-                     f"{addresses} address{'es' if addresses > 1 else ''}, then kubelet calls")
+def flood(sidecar: SidecarProcess, engine: EngineProcess, addresses: int, per_address: int,
+          sources: tuple[str, ...] = STRANGERS) -> RouteCase:
+    """`sources`: where the strangers call from; (KUBELET,) for clients SNAT'd to kubelet's own node address."""
+    shared = sources == (KUBELET,)
+    where = "kubelet's own address" if shared else f"{addresses} address{'es' if addresses > 1 else ''}"
+    suffix = " from kubelet's address" if shared else ""
+    case = RouteCase(f"flood {addresses}×{per_address}{suffix}",
+                     f"{addresses * per_address} stranger calls open from {where}, then kubelet calls")
     strangers = _Strangers(sidecar)
-    for source in STRANGERS[:addresses]:
+    for source in sources[:addresses]:
         for _ in range(per_address):
             strangers.call(f"/v1/drain?grace={KUBELET_GRACE_S:g}", source)
     time.sleep(1.0)  # every stranger call is in (or refused) before kubelet's
@@ -169,7 +174,8 @@ def measure() -> dict:
     with tempfile.TemporaryDirectory(prefix="drain-route-") as proc, EngineProcess("--kind", "vllm") as engine, \
             SidecarProcess("--port", str(engine.port), "--engine", "vllm", "--proc-root", proc) as sidecar:
         cases = [pre_answer(sidecar, engine), route_wait(sidecar, engine), flood(sidecar, engine, 1, 8),
-                 flood(sidecar, engine, 4, 8), shorten(sidecar, engine)]
+                 flood(sidecar, engine, 4, 8), flood(sidecar, engine, 1, 8, sources=(KUBELET,)),
+                 shorten(sidecar, engine)]
         traceback = "Traceback" in sidecar.log_text()
         kill_now(engine)
     return {"cases": [c.as_dict() for c in cases],

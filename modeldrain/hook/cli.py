@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from typing import TYPE_CHECKING, Any
 
 from modeldrain.hook import __version__
@@ -122,8 +123,12 @@ def drain_command(argv: list[str]) -> int:
     # stop signal meanwhile is only remembered (not armed yet), so even an early stop's final line
     # counts its elapsed time from the exec.
     started_at = exec_started_at()
+    report_port = 0  # the local drain-sidecar told of this drain (hook.sidecar_report); 0: none
+    drain_id = ""
+    held_s: float | None = None
     try:
         _SIGNALS.arm()
+        from modeldrain.hook import sidecar_report
         from modeldrain.hook.config import resolve_drain_config
         from modeldrain.hook.drain import run_drain
 
@@ -132,9 +137,13 @@ def drain_command(argv: list[str]) -> int:
         log = EventLog("prestop", started_at=started_at, mirror_path=mirror_path, mirror_off=mirror_off)
         _remove_leftovers(log)
         config, marker = _begin_run(resolve_drain_config(args), argv, started_at)
+        report_port, drain_id = args.sidecar_report, sidecar_report.new_drain_id()
+        if report_port:
+            sidecar_report.post_in_background(report_port, sidecar_report.started_message(drain_id, config.grace_s))
         result = run_drain(config, started_at, log)
         code = result.outcome.exit_code
         fields = dict(result.fields())
+        held_s = result.held_after_last_busy_s
     except Stopped as stop:
         code = stop.code
         fields = dict(outcome=stop.outcome, in_flight=None, reads=None, reason=stop.reason, exit_code=int(code))
@@ -146,11 +155,18 @@ def drain_command(argv: list[str]) -> int:
             finish(marker)
     if log is None:
         log = EventLog("prestop", started_at=started_at)
+    elapsed_s = round(time.monotonic() - started_at, 3)
     line = log.emit("drain_finished", **fields, log_lines_dropped=log.dropped)
     log.close()
     stdout = Sink.for_stream(1, "stdout")
     stdout.write((line + "\n").encode("ascii"))
     stdout.close()
+    if report_port:  # after the drain's own line: a stuck sidecar delays nothing but the exit, by 0.1 s at most
+        from modeldrain.hook import sidecar_report
+
+        sidecar_report.post(report_port, sidecar_report.finished_message(
+            drain_id, outcome=str(fields["outcome"]), exit_code=int(code), elapsed_s=elapsed_s,
+            held_after_last_busy_s=held_s, in_flight=fields["in_flight"]))
     return code
 
 

@@ -149,6 +149,12 @@ def add_drain_flags(parser: argparse.ArgumentParser) -> None:
                         help="do not mirror the log lines to the container's log (PID 1's stdout); never mirrored "
                         "when run from an interactive terminal")
     parser.add_argument("--log-mirror", default=CONTAINER_LOG, help=argparse.SUPPRESS)  # tests: a file
+    parser.add_argument("--sidecar-report", type=arg(lambda text: parse_port(text, what="--sidecar-report",
+                                                                            allow_zero=True)),
+                        default=constants.SIDECAR_PORT, metavar="PORT",
+                        help="tell the Pod's drain-sidecar on 127.0.0.1:PORT that this drain started and how it "
+                        "ended, best effort: the end is given up after 0.1 s; 0: tell no one "
+                        f"(default {constants.SIDECAR_PORT})")
 
 
 class _Annotations:

@@ -31,7 +31,7 @@ from modeldrain.hook.foreign_body import NOT_AN_ENGINE
 from modeldrain.hook.held_connections import HeldConnections
 from modeldrain.hook.leader import KnownLeader, LeaderReader
 from modeldrain.hook.leader_memory import recall_leader
-from modeldrain.hook.outcome import Read, read_fields
+from modeldrain.hook.outcome import Read, ReadOutcome, read_fields
 from modeldrain.hook.reader import EngineReader
 from modeldrain.hook.release_trust import start_words
 
@@ -127,6 +127,10 @@ class DrainResult:
     elapsed_s: float
     in_flight: float | None
     reads: int
+    # Seconds from the end of the last read that saw work in flight (from the drain's start when
+    # none did) to the return: the time the drain held the engine after its last request. Not one
+    # of drain_finished's fields; the hook reports it to its sidecar (hook.sidecar_report).
+    held_after_last_busy_s: float | None = None
 
     def fields(self) -> DrainFields:
         return DrainFields(outcome=self.outcome.value, reason=self.reason, elapsed_s=self.elapsed_s,
@@ -167,19 +171,22 @@ def run_drain(config: DrainConfig, started_at: float, log: EventLog, *,
         clock.sleep_until(plan.first_read_at)  # the route wait stays: routers lag
         confirmed = policy_after_health(*pending.result(plan.first_read_at - clock.now()))
         if confirmed.policy is ExitPolicy.FOLLOW_ENGINE_DRAIN:
-            return DrainResult(DrainOutcome.ENGINE_DRAINS, confirmed.reason, round(clock.now() - started_at, 3),
-                               None, 0)
+            elapsed_s = round(clock.now() - started_at, 3)
+            return DrainResult(DrainOutcome.ENGINE_DRAINS, confirmed.reason, elapsed_s, None, 0, elapsed_s)
         log.emit("exit_policy_changed", exit_policy=confirmed.policy.value, exit_policy_reason=confirmed.reason)
 
     # A leader the worker's sidecar saw answer has answered: refused now, it is gone, not unknown.
     state = DrainState(leader_answered=known is not None)
     progress = _ProgressLog(log, held)
+    last_busy_at = started_at
     while True:
         step = next_step(plan, state, clock.now(), following_leader=following_leader)
         clock.sleep_until(step.at if step.at is not None else clock.now())
         if isinstance(step, Finish):
-            return _result(state, step, started_at, clock.now(), held)
+            return _result(state, step, started_at, clock.now(), last_busy_at, held)
         current = read(step.timeout_s)
+        if current.outcome is ReadOutcome.BUSY:
+            last_busy_at = max(last_busy_at, current.started_at + current.duration_s)
         if state.reads == 0 and current.detail.startswith(NOT_AN_ENGINE):
             log.warning("config_warning", message=current.detail)  # a misplaced probe: said at the first read
         state, finish = after_read(state, current, following_leader=following_leader)
@@ -190,7 +197,7 @@ def run_drain(config: DrainConfig, started_at: float, log: EventLog, *,
             log.emit("exit_reserve_changed", exit_reserve_s=grown.seconds, reason=grown.reason,
                      deadline_s=round(plan.deadline_at - plan.started_at, 3))
         if finish is not None:
-            return _result(state, finish, started_at, clock.now(), held)
+            return _result(state, finish, started_at, clock.now(), last_busy_at, held)
 
 
 def _recall_leader(config: DrainConfig, plan: DrainPlan, clock: Clock, log: EventLog) -> KnownLeader | None:
@@ -290,7 +297,7 @@ class _ProgressLog:
         self._key, self._in_flight, self._at = key, read.in_flight, now
 
 
-def _result(state: DrainState, finish: Finish, started_at: float, now: float,
+def _result(state: DrainState, finish: Finish, started_at: float, now: float, last_busy_at: float,
             held: HeldConnections | None = None) -> DrainResult:
     last = state.last_read
     return DrainResult(
@@ -299,6 +306,7 @@ def _result(state: DrainState, finish: Finish, started_at: float, now: float,
         elapsed_s=round(now - started_at, 3),
         in_flight=last.in_flight if last is not None else None,
         reads=state.reads,
+        held_after_last_busy_s=round(max(0.0, now - last_busy_at), 3),
     )
 
 

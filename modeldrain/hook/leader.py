@@ -41,7 +41,7 @@ from modeldrain.hook.fetch import FetchError, fetch
 from modeldrain.hook.flags import parse_port, parse_whole_number
 from modeldrain.hook.outcome import Read, ReadOutcome
 from modeldrain.hook.target import Target
-from modeldrain.hook.token import TokenFileError, read_token
+from modeldrain.hook.token import TokenFileError, read_tokens
 
 WORK_PATH = "/v1/work"
 # The worker's own drain-sidecar's memory of its leader (hook.leader_memory): answered without an engine read.
@@ -131,6 +131,12 @@ class _Seen:
 class LeaderReader:
     """Reads the leader's /v1/work; each answer becomes a Read the drain's rules apply to.
 
+    The token file is re-read before every read. During a rotation the leader's node may refresh
+    the Secret before or after this worker's (docs/layouts.md, "Rotating the token"), so a 401 is
+    retried once, within the same read's time, with the other token this worker knows: the file's
+    second line, or the token the file held before it changed. The one the leader last took is
+    sent first.
+
     `known`: the leader the worker's own sidecar saw answer (None: only this reader's own answers
     count). The first identity known is this worker's leader; another Pod UID answering later is
     a new leader of the same name, and the old one is gone."""
@@ -141,6 +147,9 @@ class LeaderReader:
         self._last: _Seen | None = None
         self._leader: LeaderIdentity | None = known.identity if known else None
         self.answered_by: LeaderIdentity | None = None  # the identity in the last trusted answer
+        self._file_tokens: tuple[bytes, ...] = ()
+        self._previous: tuple[bytes, ...] = ()  # what the file held before its last change
+        self._accepted: bytes | None = None  # the token the leader last answered without a 401
 
     def read(self, timeout_s: float) -> Read:
         started_at = time.monotonic()
@@ -151,16 +160,25 @@ class LeaderReader:
         return replace(read, started_at=started_at, duration_s=time.monotonic() - started_at)
 
     def _read(self, timeout_s: float) -> Read:
-        headers = {}
+        deadline_at = time.monotonic() + timeout_s
+        candidates: list[bytes | None] = [None]
         if self._config.token_file:
             try:
-                token = read_token(self._config.token_file).decode("ascii")
+                candidates = list(self._tokens())
             except TokenFileError as exc:
                 return _read(ReadOutcome.UNAVAILABLE, f"--leader-token-file: {exc}")
-            headers["Authorization"] = f"Bearer {token}"
         try:
-            response = fetch(self._config.target, timeout_s=timeout_s, max_body_bytes=MAX_ANSWER_BYTES,
-                             accept="application/json", headers=headers)
+            for attempt, token in enumerate(candidates[:2]):  # the token, and one retry with the other
+                headers = {} if token is None else {"Authorization": f"Bearer {token.decode('ascii')}"}
+                try:
+                    response = fetch(self._config.target, timeout_s=max(0.0, deadline_at - time.monotonic()),
+                                     max_body_bytes=MAX_ANSWER_BYTES, accept="application/json", headers=headers)
+                except FetchError as exc:
+                    if exc.status == 401 and attempt + 1 < min(2, len(candidates)) and deadline_at > time.monotonic():
+                        continue
+                    raise
+                self._accepted = token
+                return self._judge(response.body, response.status)
         except FetchError as exc:
             if exc.outcome is ReadOutcome.REFUSED:
                 known = f" ({self._known.said()})" if self._known is not None and self._last is None else ""
@@ -170,7 +188,19 @@ class LeaderReader:
                 return _read(ReadOutcome.UNAVAILABLE, f"the leader's drain-sidecar answered {exc.detail}",
                              http_status=exc.status)
             return _read(exc.outcome, f"leader: {exc.detail}", http_status=exc.status)
-        return self._judge(response.body, response.status)
+        raise AssertionError("unreachable: every attempt returns or raises")
+
+    def _tokens(self) -> tuple[bytes, ...]:
+        """The tokens to try, in order: the one the leader last took, the file's, the file's previous."""
+        assert self._config.token_file is not None
+        tokens = read_tokens(self._config.token_file)
+        if tokens != self._file_tokens:
+            if self._file_tokens:
+                self._previous = tuple(t for t in self._file_tokens if t not in tokens)
+            self._file_tokens = tokens
+        known = (*tokens, *self._previous)
+        first = (self._accepted,) if self._accepted in known else ()
+        return tuple(dict.fromkeys((*first, *known)))  # in order, each once
 
     def _judge(self, body: bytes, status: int) -> Read:
         try:

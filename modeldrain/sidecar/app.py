@@ -1,4 +1,4 @@
-"""The HTTP routes: /v1/work, /v1/leader, /v1/drain, /v1/openapi.json, /healthz, /readyz, /metrics.
+"""The HTTP routes: /v1/work, /v1/leader, /v1/drain, /v1/hook-events, /v1/openapi.json, /healthz, /readyz, /metrics.
 
 Nothing in a request reaches the engine read: /v1/work takes no parameters, and the target
 was fixed at start. Every error is JSON `{"error": <stable code>, "message": ...}`.
@@ -7,6 +7,7 @@ was fixed at start. Every error is JSON `{"error": <stable code>, "message": ...
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 from dataclasses import dataclass
 from typing import Awaitable, Callable, Mapping
@@ -23,6 +24,7 @@ from modeldrain.sidecar.coalescer import Coalescer
 from modeldrain.sidecar.command import CommandWatch
 from modeldrain.sidecar.constants import SERVER_HEADER
 from modeldrain.sidecar.drain_job import DrainJobs, DrainRefused
+from modeldrain.sidecar.drain_ledger import DrainLedger
 from modeldrain.sidecar.leader_watch import LeaderWatch
 from modeldrain.sidecar.lifecycle import Lifecycle
 from modeldrain.sidecar.metrics import SidecarMetrics
@@ -42,16 +44,19 @@ DRAIN = "/v1/drain"
 # kubelet before 1.26 (or with ConsistentHTTPGetHandlers off) joins host and path with a "/" of
 # its own: an httpGet path of /v1/drain arrives as //v1/drain.
 LEGACY_DRAIN = "//v1/drain"
+HOOK_EVENTS = "/v1/hook-events"  # POST, from loopback peers only: the engine's hook in this Pod
 OPENAPI = "/v1/openapi.json"
 HEALTHZ = "/healthz"
 READYZ = "/readyz"
 METRICS = "/metrics"
-ROUTES = (WORK, LEADER, DRAIN, OPENAPI, HEALTHZ, READYZ, METRICS)
+ROUTES = (WORK, LEADER, DRAIN, HOOK_EVENTS, OPENAPI, HEALTHZ, READYZ, METRICS)
 # No bearer token here: kubelet's httpGet hook could only send one from the Pod spec, where anyone
 # who may read Pods reads it. Every call drains for itself, from its own arrival (no call can
-# shorten, end or answer another), and callers are capped per address (docs/sidecar-api.md,
+# shorten, end or answer another), and callers are capped per source network (docs/sidecar-api.md,
 # "Threat model").
-TOKENLESS = (DRAIN, LEGACY_DRAIN)
+# /v1/hook-events needs none either: the hook in the engine's container holds no sidecar token, and
+# the route answers loopback peers only (the Pod's own containers), 403 to anyone else.
+TOKENLESS = (DRAIN, LEGACY_DRAIN, HOOK_EVENTS)
 API_PREFIX = "/v1/"
 OTHER_ROUTE = "other"  # the metrics label of every path we do not serve
 MALFORMED_ROUTE = "malformed"  # requests that failed to parse (oversized line or headers)
@@ -68,6 +73,7 @@ class Service:
     metrics: SidecarMetrics
     tokens: TokenFile | None
     drains: DrainJobs
+    ledger: DrainLedger  # every drain it knows of, and whether the Pod is draining
     openapi_json: bytes
     command: CommandWatch  # the engine's own command, for the retirement protocol's refusal
     work_wait_s: float  # the longest a /v1/work waits for its read
@@ -149,7 +155,7 @@ async def work(request: web.Request) -> web.Response:
         raise ApiError(504, errors.READ_TIMEOUT,
                        f"no fresh read of the engine finished within {service.work_wait_s:g} s") from None
     return _json(work_answer(service.identity, sample, command=await service.command.current(),
-                               terminating=service.lifecycle.terminating,
+                               terminating=service.lifecycle.terminating, draining=service.ledger.draining,
                                leader=service.leader.fields() if service.leader is not None else None))
 
 
@@ -182,6 +188,31 @@ async def drain_route(request: web.Request) -> web.Response:
         raise ApiError(429, errors.TOO_MANY_DRAIN_CALLS, exc.refusal.message, {"Retry-After": "1"}) from None
 
 
+def _from_loopback(remote: str | None) -> bool:
+    """Whether the peer is this network namespace's loopback: the Pod's own containers. A packet from
+    outside the Pod with a loopback source is dropped by the kernel before it is a connection."""
+    try:
+        address = ipaddress.ip_address(remote or "")
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.is_loopback
+
+
+async def hook_events(request: web.Request) -> web.Response:
+    """The engine's hook in this Pod saying its drain started or ended (modeldrain/hook/sidecar_report.py)."""
+    service = request.app[APP_SERVICE]
+    if not _from_loopback(request.remote):
+        raise ApiError(403, errors.FORBIDDEN, f"{HOOK_EVENTS} answers the Pod's own containers, over loopback only")
+    try:
+        message = json.loads(await request.read())
+        done = service.ledger.hook_event(message)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ApiError(400, errors.BAD_REQUEST, f"not a hook event: {str(exc)[:200]}") from None
+    return _json({"status": done})
+
+
 async def openapi(request: web.Request) -> web.Response:
     return web.Response(body=request.app[APP_SERVICE].openapi_json, content_type="application/json")
 
@@ -212,4 +243,5 @@ def make_app(service: Service) -> web.Application:
     for path, handler in ((WORK, work), (LEADER, leader), (DRAIN, drain_route), (LEGACY_DRAIN, drain_route), (OPENAPI, openapi),
                           (HEALTHZ, healthz), (READYZ, readyz), (METRICS, metrics)):
         app.router.add_get(path, handler, allow_head=False)
+    app.router.add_post(HOOK_EVENTS, hook_events)
     return app

@@ -9,6 +9,12 @@ the loop. Concurrent requests share one refresh.
 
 Fails closed: a file that cannot be read or holds no token accepts nothing, so a broken
 Secret holds replicas (a bounded, safe outcome) rather than opening the API.
+
+Rotation without an outage (docs/layouts.md, "Rotating the token"): kubelet refreshes a Secret
+volume on each node at its own time, so for a minute or two a client and this sidecar may hold
+different tokens. Two things bridge it: the file may hold two tokens, one per line (both are
+accepted: hook.token), and after the file's tokens change, the ones it held before stay accepted
+for `overlap_s` (--token-overlap, DEFAULT_OVERLAP_S), then never again.
 """
 
 from __future__ import annotations
@@ -16,15 +22,21 @@ from __future__ import annotations
 import asyncio
 import hmac
 import os
+import time
 from dataclasses import dataclass
 from typing import Callable
 
-from modeldrain.hook.token import TokenFileError, read_token
+from modeldrain.hook.token import TokenFileError, read_token, read_tokens
 from modeldrain.sidecar.daemon_thread import run_in_daemon_thread
 
 BEARER = "bearer"
+# How long the tokens a file held stay accepted after it changes: kubelet refreshes a Secret volume
+# within its sync period plus its cache's TTL (a minute each by default), on each node at its own
+# time, so a client on another node may send the previous token for about two minutes; five
+# leave room. A leaked token being revoked stays valid this long: --token-overlap 0 for that.
+DEFAULT_OVERLAP_S = 300.0
 # The token file's rule is the shared core's (hook.token): re-exported for the sidecar's callers.
-__all__ = ["BEARER", "TokenFile", "TokenFileError", "TokenCheck", "read_token"]
+__all__ = ["BEARER", "DEFAULT_OVERLAP_S", "TokenFile", "TokenFileError", "TokenCheck", "read_token"]
 
 
 @dataclass(frozen=True)
@@ -44,11 +56,16 @@ class TokenCheck:
 class TokenFile:
     """The current token of a file, re-read when the file changes."""
 
-    def __init__(self, path: str, on_change: Callable[[str], object] = lambda message: None):
+    def __init__(self, path: str, on_change: Callable[[str], object] = lambda message: None, *,
+                 overlap_s: float = DEFAULT_OVERLAP_S, clock: Callable[[], float] = time.monotonic):
         self._path = path
         self._on_change = on_change
+        self._overlap_s = overlap_s
+        self._clock = clock
         self._stamp: _Stamp | None = None
-        self._token: bytes | None = None
+        self._tokens: tuple[bytes, ...] = ()  # empty: none valid (the file is bad): nothing accepted
+        self._previous: tuple[bytes, ...] = ()  # what the file held before its last change
+        self._previous_until = 0.0  # ... accepted until then (monotonic)
         self._problem = ""
         self._refreshing: asyncio.Future[None] | None = None
         read_token(path)  # at start, a bad file is a usage error, not a silent lock-out
@@ -67,12 +84,12 @@ class TokenFile:
         self._refreshing = None
         if not future.cancelled() and future.exception() is not None:
             # refresh() turns every OS error into a problem it records; anything else is a bug.
-            self._set(self._stamp, None, f"token file check failed: {future.exception()!r}")
+            self._set(self._stamp, (), f"token file check failed: {future.exception()!r}")
 
     def check(self, authorization: str | None) -> TokenCheck:
         """Whether an Authorization header value carries the current token (constant-time
         compare). No I/O: the token is what the last refresh() found."""
-        if self._token is None:
+        if not self._tokens:
             # The detail (a path, an OS error) is in the log, not in an answer to any client.
             return TokenCheck(False, "the sidecar has no valid token configured; see its log")
         if not authorization:
@@ -80,7 +97,11 @@ class TokenFile:
         scheme, _, presented = authorization.strip().partition(" ")
         if scheme.lower() != BEARER or not presented.strip():
             return TokenCheck(False, "Authorization is not a Bearer token")
-        if not hmac.compare_digest(presented.strip().encode("utf-8", "replace"), self._token):
+        accepted = self._tokens + (self._previous if self._clock() < self._previous_until else ())
+        given = presented.strip().encode("utf-8", "replace")
+        # Every accepted token is compared, each in constant time: which one matched takes no less time.
+        matches = [hmac.compare_digest(given, token) for token in accepted]
+        if not any(matches):
             return TokenCheck(False, "wrong token")
         return TokenCheck(True)
 
@@ -89,21 +110,30 @@ class TokenFile:
         try:
             st = os.stat(self._path)
         except OSError as exc:
-            self._set(None, None, f"cannot stat {self._path}: {exc.strerror or exc}")
+            self._set(None, (), f"cannot stat {self._path}: {exc.strerror or exc}")
             return
         stamp = _Stamp(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
         if stamp == self._stamp:
             return
         try:
-            token = read_token(self._path)
+            tokens = read_tokens(self._path)
         except TokenFileError as exc:
-            self._set(stamp, None, str(exc))
+            self._set(stamp, (), str(exc))
             return
-        self._set(stamp, token, "")
+        self._set(stamp, tokens, "")
 
-    def _set(self, stamp: _Stamp | None, token: bytes | None, problem: str) -> None:
-        changed = token != self._token or problem != self._problem
-        first = self._stamp is None and self._token is None and not self._problem
-        self._stamp, self._token, self._problem = stamp, token, problem
+    def _set(self, stamp: _Stamp | None, tokens: tuple[bytes, ...], problem: str) -> None:
+        changed = tokens != self._tokens or problem != self._problem
+        first = self._stamp is None and not self._tokens and not self._problem
+        if changed and not first and tokens and self._tokens:
+            # A rotation: what the file held stays accepted for the overlap (a broken file in between,
+            # which kubelet's atomic swap never shows, accepts nothing and bridges nothing).
+            self._previous = tuple(t for t in self._tokens if t not in tokens)
+            self._previous_until = self._clock() + self._overlap_s
+        elif not tokens:
+            self._previous, self._previous_until = (), 0.0
+        self._stamp, self._tokens, self._problem = stamp, tokens, problem
         if changed and not first:
-            self._on_change(problem or "token file re-read: new token in effect")
+            overlap = (f"; the previous token stays accepted for {self._overlap_s:g} s"
+                       if self._previous and self._overlap_s > 0 else "")
+            self._on_change(problem or f"token file re-read: {len(tokens)} token(s) in effect{overlap}")

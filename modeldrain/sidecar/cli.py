@@ -32,6 +32,7 @@ from modeldrain.sidecar.config import SidecarConfig, resolve_config, sidecar_par
 from modeldrain.sidecar.connections import ConnectionWatch
 from modeldrain.sidecar.drain_admission import DrainAdmission, drain_call_cap
 from modeldrain.sidecar.drain_job import DrainJobs
+from modeldrain.sidecar.drain_ledger import DrainLedger
 from modeldrain.sidecar.leader_watch import LeaderWatch, stop_watch
 from modeldrain.sidecar.library_logs import route_library_logs
 from modeldrain.sidecar.lifecycle import Lifecycle, StopReason
@@ -92,15 +93,18 @@ class Server:
         self.config, self.log = config, log
         self.metrics = SidecarMetrics()
         self.metrics.watch_log(log)
+        self.ledger = DrainLedger(self.metrics, log)
+        self.admission = DrainAdmission(drain_call_cap(config.max_connections), config.max_connections)
         sampler = EngineSampler(config.read, self.metrics, log,
                                 ConnectionWatch(config.net_root, config.service_ports))
         self.coalescer: Coalescer[NumberedRead] = Coalescer(sampler.sample, constants.MIN_READ_INTERVAL_S)
         self.lifecycle = Lifecycle(self.coalescer, log, linger_max_s=config.linger_max_s,
-                                   poll_interval_s=LINGER_POLL_INTERVAL_S)
+                                   poll_interval_s=LINGER_POLL_INTERVAL_S, on_sigterm=self.ledger.sigterm)
         self.tokens = None
         if config.token_file:
             self.tokens = TokenFile(config.token_file,
-                                    lambda message: log.warning("token_file_changed", message=message))
+                                    lambda message: log.warning("token_file_changed", message=message),
+                                    overlap_s=config.token_overlap_s)
         self.identity = Identity(instance=uuid.uuid4().hex, version=__version__, started_at_unix=time.time(),
                                  pod=config.pod, member=config.member)
         self.leader = LeaderWatch(config.leader, log) if config.leader is not None else None
@@ -122,7 +126,8 @@ class Server:
             metrics=self.metrics,
             tokens=self.tokens,
             drains=DrainJobs(config.read, self.log, fresh_read,
-                             DrainAdmission(drain_call_cap(config.max_connections))),
+                             self.admission, self.ledger),
+            ledger=self.ledger,
             openapi_json=load_openapi(),
             command=CommandWatch(config.stated, config.proc_root, rescan_interval_s=COMMAND_RESCAN_INTERVAL_S),
             work_wait_s=constants.work_answer_bound_s(config.read.read_timeout_s),
@@ -149,7 +154,8 @@ class Server:
                                    max_connections=config.max_connections, handler_kwargs=handler_kwargs,
                                    on_reject=lambda: metrics.observe_request(REJECTED_ROUTE, 503),
                                    on_evict=metrics.connections_evicted.inc,
-                                   on_error=lambda status: metrics.observe_request(MALFORMED_ROUTE, status))
+                                   on_error=lambda status: metrics.observe_request(MALFORMED_ROUTE, status),
+                                   exempt=lambda: self.admission.waiting)
         loop = asyncio.get_running_loop()
         loop.set_exception_handler(lambda _loop, context: _log_loop_error(self.log, context))
         # SIGTERM lingers until the engine is gone; SIGINT and Ctrl-\'s SIGQUIT stop at once.

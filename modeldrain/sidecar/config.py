@@ -19,7 +19,7 @@ from modeldrain.hook.engine import EngineHint
 from modeldrain.hook.flags import Parser, arg, parse_listen, parse_port, seconds_arg, whole_number_arg
 from modeldrain.hook.leader import LeaderConfig
 from modeldrain.sidecar import constants
-from modeldrain.sidecar.auth import TokenFileError, read_token
+from modeldrain.sidecar.auth import DEFAULT_OVERLAP_S, TokenFileError, read_token
 from modeldrain.sidecar.member import Member, PodIdentity, resolve_member
 
 # The Pod's containers share one network namespace, so the port must clash with nothing the
@@ -69,6 +69,7 @@ class SidecarConfig:
     listen_host: str  # "": every address
     listen_port: int  # 0: any free port (tests)
     token_file: str | None
+    token_overlap_s: float  # how long the tokens the file held before a change stay accepted
     pod: PodIdentity
     member: Member
     stated: EngineHint  # what the sidecar's own --engine / --disaggregation-mode say (modeldrain/sidecar/command.py)
@@ -98,7 +99,13 @@ def sidecar_parser() -> Parser:
                         help=f"where to serve (default :{DEFAULT_LISTEN_PORT}, every address)")
     parser.add_argument("--token-file", metavar="FILE",
                         help="require 'Authorization: Bearer <token>' on /v1/*, the token read from FILE "
-                        "(re-read when it changes); without it /v1/* is open")
+                        "(re-read when it changes; one token per line, two during a rotation); without it /v1/* "
+                        "is open")
+    parser.add_argument("--token-overlap", type=seconds_arg("--token-overlap"), default=DEFAULT_OVERLAP_S,
+                        metavar="SECONDS",
+                        help="after the token file changes, keep accepting the tokens it held before for this long "
+                        "(kubelet refreshes a Secret on each node at its own time); 0 to revoke at once "
+                        f"(default {DEFAULT_OVERLAP_S:g})")
     parser.add_argument("--pod-name", help=f"this Pod's name (default ${POD_NAME_ENV})")
     parser.add_argument("--pod-namespace", help=f"this Pod's namespace (default ${POD_NAMESPACE_ENV})")
     parser.add_argument("--pod-uid", help=f"this Pod's UID (default ${POD_UID_ENV})")
@@ -170,6 +177,7 @@ def resolve_config(args: argparse.Namespace, parser: argparse.ArgumentParser,
         listen_host=host,
         listen_port=port,
         token_file=args.token_file,
+        token_overlap_s=args.token_overlap,
         pod=pod,
         member=member,
         stated=EngineHint(kind=args.engine, role=args.role, source="flag"),

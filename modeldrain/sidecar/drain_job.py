@@ -31,6 +31,7 @@ from modeldrain.hook.events import EventLog
 from modeldrain.hook.outcome import Read, ReadOutcome
 from modeldrain.sidecar.daemon_thread import run_in_daemon_thread
 from modeldrain.sidecar.drain_admission import DrainAdmission, Refusal
+from modeldrain.sidecar.drain_ledger import ABANDONED, DrainLedger
 
 # A read of the engine, as the sidecar shares it: one that starts after this is called.
 FreshRead = Callable[[], Coroutine[Any, Any, Read]]
@@ -73,31 +74,41 @@ class _CallClock:
 class DrainJobs:
     """Runs one drain per call, each on its own clock; admission bounds who may hold one."""
 
-    def __init__(self, read: ReadConfig, log: EventLog, fresh_read: FreshRead, admission: DrainAdmission):
+    def __init__(self, read: ReadConfig, log: EventLog, fresh_read: FreshRead, admission: DrainAdmission,
+                 ledger: DrainLedger):
         self._read = read
         self._log = log
         self._fresh_read = fresh_read
         self.admission = admission
+        self._ledger = ledger
 
     @property
     def waiting(self) -> int:
         return self.admission.waiting
 
     async def drain(self, grace_s: float, source: str) -> DrainAnswer:
-        """This call's drain, from now; raises DrainRefused past its address's share or the total."""
+        """This call's drain, from now; raises DrainRefused past its network's share or the total."""
         arrived_at = time.monotonic()
+        self._ledger.call_arrived()  # the Pod is being deleted, whether this call is admitted or not
         refusal = self.admission.admit(source)
         if refusal is not None:
             raise DrainRefused(refusal)
         joined = self.admission.waiting > 1
         abandoned = threading.Event()
         loop = asyncio.get_running_loop()
+        self._ledger.call_started()
+        result: DrainResult | None = None
         try:
             result = await run_in_daemon_thread(
                 lambda: self._run(arrived_at, grace_s, source, loop, abandoned), "drain")
         finally:
             abandoned.set()  # a cancelled call (its client gone) stops its thread at the next step
             self.admission.release(source)
+            if result is None:
+                self._ledger.call_finished(ABANDONED, held_after_last_busy_s=None, in_flight=None)
+            else:
+                self._ledger.call_finished(result.outcome.value, held_after_last_busy_s=result.held_after_last_busy_s,
+                                           in_flight=result.in_flight)
         if result is None:  # its reads were cancelled under it: the sidecar is stopping
             raise RuntimeError("the drain's reads of the engine were cancelled: the sidecar is stopping")
         return {**result.fields(), "grace_s": grace_s, "joined": joined}

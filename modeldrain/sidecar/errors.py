@@ -15,10 +15,12 @@ INTERNAL_ERROR = "internal_error"
 TOO_MANY_CONNECTIONS = "too_many_connections"
 TOKEN_FILE_UNAVAILABLE = "token_file_unavailable"
 TOO_MANY_DRAIN_CALLS = "too_many_drain_calls"
+FORBIDDEN = "forbidden"
 
 # For statuses that aiohttp raises itself (routing, request parsing).
 BY_STATUS = {
     400: BAD_REQUEST,
+    403: FORBIDDEN,
     404: NOT_FOUND,
     405: METHOD_NOT_ALLOWED,
     413: REQUEST_TOO_LARGE,

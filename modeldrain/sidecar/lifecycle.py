@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import time
+from typing import Callable
 
 from modeldrain.hook.events import EventLog
 from modeldrain.hook.outcome import ReadOutcome
@@ -26,8 +27,10 @@ class StopReason(enum.Enum):
 
 
 class Lifecycle:
-    def __init__(self, coalescer: Coalescer[NumberedRead], log: EventLog, *, linger_max_s: float, poll_interval_s: float):
+    def __init__(self, coalescer: Coalescer[NumberedRead], log: EventLog, *, linger_max_s: float, poll_interval_s: float,
+                 on_sigterm: Callable[[], None] = lambda: None):
         self._coalescer = coalescer
+        self._on_sigterm = on_sigterm  # the Pod is being deleted (modeldrain/sidecar/drain_ledger.py)
         self._linger_max_s = linger_max_s
         self._poll_interval_s = poll_interval_s
         self._log = log
@@ -41,6 +44,7 @@ class Lifecycle:
             return  # a second SIGTERM changes nothing: the linger is already bounded
         self.terminating = True
         self._log.emit("sigterm", linger_max_s=self._linger_max_s)
+        self._on_sigterm()
         self._linger_task = asyncio.create_task(self._linger(), name="linger")
 
     def on_sigint(self) -> None:

@@ -6,7 +6,9 @@ line slowly): whoever holds connections open without using them cannot lock the 
 the kubelet's probes out, since every request without a token ends at once and only a request
 in progress keeps its connection. Only when every connection is running a request does a new
 one get a short JSON 503, closed before anything it sends is parsed, so a flood costs an accept
-and a write each. A request aiohttp cannot parse (line or header over its bound, not HTTP) never reaches
+and a write each. A connection waiting on an admitted drain call does not count against the cap
+(`exempt`): drain calls have their own bound (modeldrain/sidecar/drain_admission.py), so however many
+wait, kubelet's own call and probes still find a connection. A request aiohttp cannot parse (line or header over its bound, not HTTP) never reaches
 the app's middleware; its handler here answers it in the same JSON error shape as the routes.
 """
 
@@ -97,7 +99,7 @@ def oldest_idle(connections: list[web.RequestHandler]) -> web.RequestHandler | N
 class LimitedTCPSite(web.BaseSite):
     def __init__(self, runner: web.BaseRunner, *, host: str, port: int, max_connections: int,
                  handler_kwargs: dict[str, Any], on_reject: Callable[[], None], on_evict: Callable[[], None],
-                 on_error: Callable[[int], None], backlog: int = 128):
+                 on_error: Callable[[int], None], exempt: Callable[[], int] = lambda: 0, backlog: int = 128):
         super().__init__(runner, backlog=backlog)
         self._host = host or None  # None: every address, IPv4 and IPv6
         self._port = port
@@ -106,6 +108,7 @@ class LimitedTCPSite(web.BaseSite):
         self._on_reject = on_reject
         self._on_evict = on_evict
         self._on_error = on_error
+        self._exempt = exempt  # connections held by admitted drain calls, each bounded on its own
         self._listener: asyncio.Server | None = None  # also BaseSite's _server, which stop() closes
 
     @property
@@ -126,7 +129,7 @@ class LimitedTCPSite(web.BaseSite):
         limit = self._max_connections
 
         def protocol() -> asyncio.Protocol:
-            if len(server.connections) >= limit:
+            if len(server.connections) - self._exempt() >= limit:
                 idle = oldest_idle(server.connections)
                 if idle is None:
                     return _Overloaded(self._on_reject)

@@ -14,6 +14,7 @@ from modeldrain.hook.constants import SIDECAR_SCHEMA
 from modeldrain.hook.events import utc_timestamp
 from modeldrain.hook.outcome import ReadFields, read_fields
 from modeldrain.sidecar.command import EngineCommand
+from modeldrain.sidecar.drain_ledger import Draining
 from modeldrain.sidecar.leader_watch import LeaderFields
 from modeldrain.sidecar.member import Member, PodIdentity
 from modeldrain.sidecar.sampler import NumberedRead
@@ -37,11 +38,18 @@ class Identity:
     member: Member
 
 
+class DrainingFields(TypedDict):
+    since: str
+    since_monotonic_s: float
+    via: str
+
+
 class SidecarFields(TypedDict):
     instance: str
     version: str
     started_at: str
     terminating: bool
+    draining: DrainingFields | None
 
 
 class PodFields(TypedDict):
@@ -102,7 +110,7 @@ class WorkAnswer(TypedDict):
 
 
 def work_answer(identity: Identity, sample: NumberedRead, *, command: EngineCommand, terminating: bool,
-                leader: LeaderFields | None = None) -> WorkAnswer:
+                leader: LeaderFields | None = None, draining: Draining | None = None) -> WorkAnswer:
     read = sample.read
     incarnation = sample.incarnation
     answer: WorkAnswer = {
@@ -112,6 +120,13 @@ def work_answer(identity: Identity, sample: NumberedRead, *, command: EngineComm
             "version": identity.version,
             "started_at": utc_timestamp(identity.started_at_unix),
             "terminating": terminating,
+            # Added within v2 (a reader that does not know it ignores it): the Pod's deletion reached
+            # this sidecar, from the engine's hook or a /v1/drain call, before its own SIGTERM.
+            "draining": None if draining is None else {
+                "since": utc_timestamp(draining.since_unix),
+                "since_monotonic_s": round(draining.since_monotonic_s, 6),
+                "via": draining.via.value,
+            },
         },
         "pod": {"namespace": identity.pod.namespace, "name": identity.pod.name, "uid": identity.pod.uid},
         "member": {

@@ -116,6 +116,41 @@ def test_a_token_file_with_a_line_break_inside_is_refused_at_start(tmp_path):
     assert missing.returncode == 2 and "--leader-token-file" in missing.stderr and "No such file" in missing.stderr
 
 
+def _served_work(sidecar: SidecarProcess) -> float:
+    """The /v1/work answers the sidecar's own /metrics counts as 200."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    status, body, _ = sidecar.request("GET", "/metrics")
+    assert status == 200
+    return sum(s.value for f in text_string_to_metric_families(body.decode()) for s in f.samples
+               if s.name == "modeldrain_sidecar_requests_total" and s.labels == {"route": "/v1/work", "code": "200"})
+
+
+def test_a_worker_whose_token_rotated_before_its_leaders_is_still_trusted(tmp_path):
+    """Issue 30, 4: kubelet refreshed the worker's Secret before the leader's: the worker sent the new
+    token, the leader knew only the old one, every read was a 401 and the worker held to its deadline.
+    Now a 401 is retried once with the token the worker's file held before."""
+    (tmp_path / "leader").mkdir()
+    (tmp_path / "worker").mkdir()
+    leader_token = k8s_secret(tmp_path / "leader", "old-token", 1)
+    worker_token = k8s_secret(tmp_path / "worker", "old-token", 1)
+    with EngineProcess("--kind", "vllm") as leader_engine, \
+            SidecarProcess("--port", str(leader_engine.port), "--engine", "vllm", "--token-file", str(leader_token),
+                           "--token-overlap", "0") as leader:
+        send_requests(leader_engine, 2, duration_s=6.0)
+        hook = start_prestop(*WORKER, "--follow-leader", f"http://127.0.0.1:{leader.port}",
+                             "--leader-token-file", str(worker_token), "--port", "1")
+        deadline_at = time.monotonic() + 20
+        while _served_work(leader) < 1:  # the worker's first trusted read, with the old token
+            assert time.monotonic() < deadline_at and hook.poll() is None, "the worker never read its leader"
+            time.sleep(0.05)
+        k8s_secret(tmp_path / "worker", "new-token", 2)  # the worker's node refreshed first
+        out, err = hook.communicate(timeout=60)
+    assert hook.returncode == 0, err
+    finished = json.loads(out.splitlines()[-1])
+    assert finished["outcome"] == "idle", finished
+
+
 DUAL_STACK_HOSTS = "::1 leader.dual.test\n127.0.0.1 leader.dual.test\n"
 
 

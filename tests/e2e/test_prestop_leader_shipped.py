@@ -181,6 +181,9 @@ def test_the_shipped_worker_leaves_once_its_leader_pod_was_deleted_first(tmp_pat
             memory = wait_for("the worker's sidecar knows its leader", lambda: worker_work()["leader"]["known"]
                               and worker_work()["leader"], KNOWN_WITHIN_S + START_TIMEOUT_S)
             post_start = hook(poststart_command(worker_engine))
+            # The worker's sidecar has just read the leader: an SGLang zero counts once the scheduler's
+            # heartbeat (at most once a second) has advanced since the leader sidecar's previous read.
+            time.sleep(1.5)
             check_argv = [a for a in prestop_command(worker_engine) if a not in ("--grace", "30")]
             check = hook([check_argv[0], "check", *check_argv[1:]])
             # The leader Pod is deleted first: its engine and its sidecar exit; its address stays, refusing.

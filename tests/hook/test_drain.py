@@ -242,3 +242,13 @@ def test_drain_started_names_the_release_rule_the_argv_shows(logged):
     assert events[0]["event"] == "drain_started" and "32158" in rule and "--pp-size" in rule
     _, _, plain = drain([IDLE], logged)
     assert plain[0]["release_rules"] == []
+
+
+def test_the_time_held_after_the_last_busy_read_is_counted_from_that_reads_end(logged):
+    """Issue 30, 6: what the sidecar's modeldrain_drain_held_after_last_busy_seconds observes."""
+    result, engine, _ = drain([BUSY3, BUSY3, IDLE, IDLE], logged)
+    last_busy_end = engine.calls[1][0] + READ_TAKES_S
+    assert result.held_after_last_busy_s == pytest.approx(T0 + result.elapsed_s - last_busy_end, abs=1e-3)
+    assert result.held_after_last_busy_s == pytest.approx(2.0, abs=1e-3)  # two idle reads 1 s apart
+    never_busy, _, _ = drain([IDLE], logged)
+    assert never_busy.held_after_last_busy_s == never_busy.elapsed_s  # all of it, from the start

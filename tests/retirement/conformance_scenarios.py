@@ -52,7 +52,7 @@ ADDED_LATER: dict[tuple[str, ...], Any] = {("added_in_a_later_release",): {"roll
 NEXT_SCHEMA = "modeldrain.sidecar/v3"  # a schema no reader of this release knows
 # Fields this release's sidecar writes that the first modeldrain.sidecar/v2 release did not: an answer
 # without them is an older sidecar's, and each is optional in the OpenAPI document.
-ADDED_WITHIN_V2: list[tuple[str, ...]] = [("connections",)]
+ADDED_WITHIN_V2: list[tuple[str, ...]] = [("connections",), ("sidecar", "draining"), ("leader",)]
 
 
 def _read(outcome: str, started_at: float, kind: EngineKind, role: Role, in_flight: int) -> Read:

@@ -33,7 +33,7 @@ def test_right_wrong_and_missing_tokens(tmp_path):
 def test_rotation_through_the_data_symlink_swap(tmp_path):
     path = k8s_secret(tmp_path, "first", 1)
     changes = []
-    tokens = TokenFile(str(path), changes.append)
+    tokens = TokenFile(str(path), changes.append, overlap_s=0)  # revoked at once
     assert tokens.check("Bearer first").ok
     k8s_secret(tmp_path, "second", 2)
     assert tokens.check("Bearer first").ok  # no I/O in a check: the token of the last refresh
@@ -41,6 +41,47 @@ def test_rotation_through_the_data_symlink_swap(tmp_path):
     assert not tokens.check("Bearer first").ok
     assert tokens.check("Bearer second").ok
     assert len(changes) == 1
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_after_a_rotation_the_previous_token_is_accepted_for_the_overlap_only(tmp_path):
+    """Issue 30, 4: kubelet refreshes a Secret on each node at its own time; a client that still sends
+    the previous token is not locked out for the overlap, and is after it."""
+    path = k8s_secret(tmp_path, "first", 1)
+    clock, changes = FakeClock(), []
+    tokens = TokenFile(str(path), changes.append, overlap_s=300, clock=clock)
+    k8s_secret(tmp_path, "second", 2)
+    tokens.refresh()
+    assert tokens.check("Bearer second").ok and tokens.check("Bearer first").ok
+    assert "previous token stays accepted for 300 s" in changes[-1]
+    clock.now += 299.9
+    assert tokens.check("Bearer first").ok
+    clock.now += 0.2
+    assert not tokens.check("Bearer first").ok and tokens.check("Bearer second").ok
+    k8s_secret(tmp_path, "third", 3)  # a second rotation bridges only from the token just replaced
+    tokens.refresh()
+    assert tokens.check("Bearer second").ok and not tokens.check("Bearer first").ok
+
+
+def test_a_file_of_two_tokens_accepts_both_and_a_broken_file_bridges_nothing(tmp_path):
+    path = k8s_secret(tmp_path, "old", 1)
+    clock = FakeClock()
+    tokens = TokenFile(str(path), overlap_s=300, clock=clock)
+    k8s_secret(tmp_path, "old\nnew", 2)  # the rotation's first step: both, the old one still sent
+    tokens.refresh()
+    assert tokens.check("Bearer old").ok and tokens.check("Bearer new").ok
+    assert not tokens.check("Bearer old\nnew").ok and not tokens.check("Bearer oldnew").ok
+    (tmp_path / "..2" / "token").write_text("")  # broken in place: fails closed, the overlap included
+    os.utime(tmp_path / "..2" / "token", ns=(1, 1))
+    tokens.refresh()
+    assert not tokens.check("Bearer old").ok and not tokens.check("Bearer new").ok
 
 
 def test_same_size_rewrite_in_place_is_seen(tmp_path):
@@ -74,6 +115,7 @@ def test_a_file_that_goes_bad_fails_closed_and_recovers(tmp_path):
 
 @pytest.mark.parametrize("content, problem", [
     (b"", "empty"), (b"two words", "spaces"), (b"x" * 5000, "larger than 4096 bytes"), (b"caf\xc3\xa9", "non-ASCII"),
+    (b"one\ntwo\nthree\n", "more than 2 lines"), (b"one\n\ntwo", "blank line"),
 ])
 def test_unusable_token_files_are_refused_at_start(tmp_path, content, problem):
     path = tmp_path / "token"
@@ -169,9 +211,45 @@ def test_the_token_opens_v1_and_probes_stay_open(guarded):
 def test_rotation_takes_effect_on_the_next_request(guarded, secret_dir):
     assert guarded.request("GET", "/v1/work", bearer("first-token"))[0] == 200
     k8s_secret(secret_dir, "second-token", 2)
-    assert guarded.request("GET", "/v1/work", bearer("first-token"))[0] == 401
     assert guarded.request("GET", "/v1/work", bearer("second-token"))[0] == 200
+    assert guarded.request("GET", "/v1/work", bearer("first-token"))[0] == 200  # the overlap (300 s)
+    assert guarded.request("GET", "/v1/work", bearer("third-token"))[0] == 401
     assert any(e["event"] == "token_file_changed" for e in guarded.events())
+
+
+def test_a_rotation_under_load_answers_no_read_401_and_ends_the_overlap(tmp_path, vllm_engine):
+    """Issue 30, 4: during a rotation every read where the controller and the sidecar disagreed was a 401.
+    Real sidecar, kubelet's Secret layout, four clients reading back to back: two still on the old token
+    (their node not refreshed yet), two on the new one once the file changed; then all on the new."""
+    path = k8s_secret(tmp_path, "old-token", 1)
+    with SidecarProcess("--port", str(vllm_engine.port), "--token-file", str(path), "--token-overlap", "3") as s:
+        statuses: dict[str, list[int]] = {"old": [], "new": []}
+        stop = threading.Event()
+        rotated = threading.Event()
+
+        def client(kind: str) -> None:
+            while not stop.is_set():
+                token = "new-token" if kind == "new" and rotated.is_set() else "old-token"
+                statuses[kind].append(s.request("GET", "/v1/work", bearer(token))[0])
+
+        threads = [threading.Thread(target=client, args=(kind,)) for kind in ("old", "old", "new", "new")]
+        for t in threads:
+            t.start()
+        time.sleep(1.0)
+        k8s_secret(tmp_path, "new-token", 2)  # kubelet's atomic swap of ..data
+        deadline_at = time.monotonic() + 5
+        while s.request("GET", "/v1/work", bearer("new-token"))[0] != 200:  # the sidecar has seen it
+            assert time.monotonic() < deadline_at, "the new token never took effect"
+        rotated.set()
+        time.sleep(1.5)  # inside the 3 s overlap
+        stop.set()
+        for t in threads:
+            t.join(30)
+        assert len(statuses["old"]) > 10 and len(statuses["new"]) > 10
+        assert set(statuses["old"]) == set(statuses["new"]) == {200}
+        time.sleep(2.0)  # past the overlap
+        assert s.request("GET", "/v1/work", bearer("old-token"))[0] == 401
+        assert s.request("GET", "/v1/work", bearer("new-token"))[0] == 200
 
 
 def test_without_a_token_file_v1_is_open_and_the_log_says_so(sidecar):

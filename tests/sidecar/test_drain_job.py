@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from emulation.engine_process import EngineProcess
 from emulation.launch import LaunchShape
@@ -26,6 +27,7 @@ from .sidecar_process import SidecarProcess, kill_now
 SCHEMA = json.loads((Path(package.__file__).parent / "openapi.json").read_text())["components"]["schemas"]
 KUBELET = "127.0.0.1"
 STRANGERS = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
+FIFTH_NETWORK = "127.0.0.5"
 # The least an idle drain takes from its own call: the route wait, then two idle reads 1 s apart.
 IDLE_DRAIN_S = ROUTE_WAIT_S + IDLE_CONFIRM_GAP_S
 # Scheduling on a loaded 2-core machine: how early an answer may look by the client's clock.
@@ -131,38 +133,65 @@ def test_a_strangers_short_grace_does_not_shorten_kubelets_call(tmp_path):
     assert 10.0 - EARLY_SLACK_S <= s_s < 13.0
 
 
-def test_strangers_cannot_turn_kubelets_call_away(guarded):
-    """Issue 15: eight open stranger calls made kubelet's call get 429 at once."""
+def waiting_drain_calls(sidecar) -> float:
+    """What the sidecar's /metrics says: drain calls admitted and not yet answered."""
+    status, body, _ = sidecar.request("GET", "/metrics")
+    assert status == 200
+    for family in text_string_to_metric_families(body.decode()):
+        for sample in family.samples:
+            if sample.name == "modeldrain_drains_in_progress" and sample.labels == {"via": "drain_call"}:
+                return sample.value
+    raise AssertionError("no modeldrain_drains_in_progress{via=drain_call} in /metrics")
+
+
+def test_strangers_from_kubelets_own_address_cannot_turn_its_call_away(guarded):
+    """Issue 25, 8: four stranger calls from kubelet's own source address (clients SNAT'd to the node)
+    got kubelet's call a 429."""
     results: list = []
-    strangers = [in_thread(guarded, "/v1/drain?grace=30", results, source=STRANGERS[0]) for _ in range(8)]
-    wait_for(lambda: sum(r[0] == 429 for r in results) == 4, 10.0, "four strangers past their share refused")
+    before = waiting_drain_calls(guarded)
+    strangers = [in_thread(guarded, "/v1/drain?grace=30", results, source=KUBELET) for _ in range(8)]
+    wait_for(lambda: waiting_drain_calls(guarded) - before >= 8, 10.0, "eight strangers' calls waiting")
     call(guarded, "/v1/drain?grace=30", results)
     for t in strangers:
         t.join(60)
-    mine = next(r for r in results if r[3] == KUBELET)
-    assert mine[0] == 200 and mine[1]["outcome"] == "idle"
-    assert sorted(r[0] for r in results if r[3] != KUBELET) == [200] * 4 + [429] * 4
-    refusal = assert_error(next(r[1] for r in results if r[0] == 429))
-    assert refusal["error"] == "too_many_drain_calls" and STRANGERS[0] not in refusal["message"]
+    assert [r[0] for r in results] == [200] * 9
+    assert all(r[1]["outcome"] == "idle" for r in results)
 
 
-def test_drain_calls_hold_at_most_their_share_of_the_connections(tmp_path, vllm_engine):
-    """The bound the threat model states: at --max-connections 8, drain calls hold 6 in all, 4 per
-    address; kubelet's call is refused only once 2 other addresses hold all 6, and the rest of the
-    connections still serve the probes."""
-    with SidecarProcess("--port", str(vllm_engine.port), "--engine", "vllm", "--max-connections", "8",
-                        "--proc-root", str(tmp_path)) as s:
+def test_drain_calls_refuse_kubelets_call_only_past_the_bound_the_threat_model_states(tmp_path):
+    """At --max-connections 8: each network holds 8 drain calls, all of them 32, and none of them
+    counts against the connection cap. So kubelet's call is admitted (and keeps its whole deadline)
+    after 7 strangers from its own address, and the probes are served whatever the drain calls hold;
+    a call is refused only once its network holds 8, or 4 networks hold 8 each."""
+    with EngineProcess("--kind", "vllm") as engine, \
+            SidecarProcess("--port", str(engine.port), "--engine", "vllm", "--max-connections", "8",
+                           "--proc-root", str(tmp_path)) as s:
+        send_requests(engine, 1, duration_s=60.0)  # busy: every call waits to its own deadline
         results: list = []
-        threads = [in_thread(s, "/v1/drain?grace=30", results, source=source)
-                   for source in STRANGERS[:2] for _ in range(4)]
-        wait_for(lambda: sum(r[0] == 429 for r in results) == 2, 10.0, "two strangers past the total refused")
-        call(s, "/v1/drain?grace=30", results)
-        assert s.request("GET", "/healthz", source=KUBELET)[0] == 200
+        threads = [in_thread(s, "/v1/drain?grace=15", results, source=KUBELET) for _ in range(7)]
+        wait_for(lambda: waiting_drain_calls(s) == 7, 15.0, "seven strangers waiting from kubelet's address")
+        threads.append(in_thread(s, "/v1/drain?grace=15", results, source=KUBELET))  # kubelet's own
+        kubelet_sent_at = time.monotonic()
+        wait_for(lambda: waiting_drain_calls(s) == 8, 15.0, "kubelet's call admitted")
+        assert s.request("GET", "/healthz", source=KUBELET)[0] == 200  # 8 drain connections, the cap: exempt
+        threads += [in_thread(s, "/v1/drain?grace=15", results, source=source)
+                    for source in STRANGERS for _ in range(8)]
+        wait_for(lambda: waiting_drain_calls(s) == 32, 15.0, "32 drain calls waiting")
+        refused: list = []
+        call(s, "/v1/drain?grace=15", refused, source=KUBELET)  # its network holds 8
+        call(s, "/v1/drain?grace=15", refused, source=FIFTH_NETWORK)  # all of them hold 32
+        assert s.request("GET", "/healthz", source=FIFTH_NETWORK)[0] == 200
         for t in threads:
             t.join(60)
-    kubelet = next(r for r in results if r[3] == KUBELET)
-    assert kubelet[0] == 429 and kubelet[2] < 2.0
-    assert sorted(r[0] for r in results if r[3] != KUBELET) == [200] * 6 + [429] * 2
+        kill_now(engine)
+    assert [r[0] for r in refused] == [429, 429] and all(r[2] < 2.0 for r in refused)
+    assert "network already wait" in refused[0][1]["message"] and "32 drain calls" in refused[1][1]["message"]
+    assert [r[0] for r in results] == [200] * 32
+    assert all(r[1]["outcome"] == "deadline" for r in results)
+    # kubelet's call (the last of its address's to finish, at its own G - 5 from its own arrival) was not shortened.
+    last_from_kubelet = max(r[2] for r in results if r[3] == KUBELET)
+    assert last_from_kubelet >= 10.0 - EARLY_SLACK_S
+    assert time.monotonic() - kubelet_sent_at >= 10.0 - EARLY_SLACK_S
 
 
 def test_a_call_whose_client_goes_away_gives_its_place_back(guarded):

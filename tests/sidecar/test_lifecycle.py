@@ -34,10 +34,12 @@ def test_classic_container_gets_sigterm_with_its_engine_and_lingers_through_the_
         request.start()
         while not s.work()["read"]["in_flight"]:
             time.sleep(0.05)
+        assert s.work()["sidecar"]["draining"] is None
         engine.send_signal(signal.SIGTERM)  # the same moment, as kubelet does for classic containers
         s.send_signal(signal.SIGTERM)
         during = s.work()  # still answering, and still reading the draining engine
         assert during["sidecar"]["terminating"] is True
+        assert during["sidecar"]["draining"]["via"] == "sigterm"  # the deletion reached it by its own SIGTERM
         assert during["read"]["outcome"] == "busy" and during["read"]["in_flight"] >= 1
         assert s.get_json("/readyz") == (200, {"status": "ready", "terminating": True})
         request.join()

@@ -10,6 +10,7 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 from openapi_spec_validator import validate as validate_document
+from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
 
 from emulation.engine_process import EngineProcess
 from emulation.raw_server import RawServer, canned
@@ -32,9 +33,9 @@ def test_error_codes_match():
 
 def test_routes_match():
     assert set(SPEC["paths"]) == set(app.ROUTES)
-    assert all(set(ops) == {"get"} for ops in SPEC["paths"].values())
+    assert all(set(ops) == ({"post"} if path == app.HOOK_EVENTS else {"get"}) for path, ops in SPEC["paths"].items())
     for path, ops in SPEC["paths"].items():
-        needs_token = bool(ops["get"]["security"])
+        needs_token = bool(next(iter(ops.values()))["security"])
         assert needs_token == (path.startswith(app.API_PREFIX) and path not in app.TOKENLESS), path
 
 
@@ -185,7 +186,8 @@ def guarded(vllm_engine, tmp_path_factory):
 @schema.parametrize()
 @settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
 def test_api_conforms_to_its_document(case, guarded):
-    response = case.call_and_validate(base_url=guarded.base_url, headers={"Authorization": f"Bearer {TOKEN}"})
+    response = case.call_and_validate(base_url=guarded.base_url, headers={"Authorization": f"Bearer {TOKEN}"},
+                                      excluded_checks=_oversized(case))
     if case.path == "/v1/work" and response.status_code == 200:
         assert_work(response.json())
 
@@ -194,15 +196,26 @@ def test_api_conforms_to_its_document(case, guarded):
 @settings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck))
 def test_api_without_a_token_conforms_too(case, guarded):
     # No Authorization: /v1/* answers its documented 401, the probes their 200.
-    case.call_and_validate(base_url=guarded.base_url)
+    case.call_and_validate(base_url=guarded.base_url, excluded_checks=_oversized(case))
+
+
+def _oversized(case) -> list:
+    """A hook event over the sidecar's 1 KiB body cap is refused (its documented 413), valid or not: the
+    schema admits fields it does not know (a newer hook's), so no schema can bound the body's size."""
+    if case.path == app.HOOK_EVENTS and isinstance(case.body, dict) \
+            and len(json.dumps(case.body).encode()) > app.MAX_REQUEST_BODY_BYTES:
+        return [positive_data_acceptance, negative_data_rejection]  # 413 is neither's expected answer
+    return []
 
 
 def test_the_metrics_route_names_every_metric_the_sidecar_exports():
     from modeldrain.hook.events import EventLog
+    from modeldrain.sidecar.drain_ledger import DrainLedger
     from modeldrain.sidecar.metrics import SidecarMetrics
 
     metrics = SidecarMetrics()
     metrics.watch_log(EventLog("drain-sidecar", started_at=0.0))
+    DrainLedger(metrics, EventLog("drain-sidecar", started_at=0.0))
     described = SPEC["paths"][app.METRICS]["get"]["description"]
     exported = [family.name + ("_total" if family.type == "counter" else "") for family in metrics.registry.collect()]
     assert "modeldrain_sidecar_requests_total" in exported

@@ -31,7 +31,7 @@ def test_the_read_is_the_one_rendering_plus_seq_start_and_idle_run():
     assert body["schema"] == SCHEMA_VERSION == "modeldrain.sidecar/v2"
     assert body["pod"] == {"namespace": "team-a", "name": "replica-0-abc", "uid": "6f1c-uid"}
     assert body["sidecar"] == {"instance": "0" * 32, "version": "0.1.0", "started_at": "1970-01-01T00:00:00.000Z",
-                               "terminating": False}
+                               "terminating": False, "draining": None}
     assert body["member"] == {"worker_index": 1, "group_size": 2, "configuration": "rev-1",
                               "speaks_for_replica": False}
     assert body["engine"] == {"target": "http://127.0.0.1:8000/metrics",
