@@ -403,8 +403,8 @@ class Retirement:
                               "(engine.command.source none), so the refusal cannot be ruled out", named)
         terminating = [url for url, v in views.items() if v.terminating]
         if terminating:
-            return self._hold(Reason.TERMINATING, f"{terminating[0]} is already terminating: its Pod is being "
-                              "deleted, and the drain window, not this protocol, decides when it goes", named)
+            return self._hold(Reason.TERMINATING, f"{terminating[0]} is already terminating or draining: its Pod "
+                              "is being deleted, and the drain window, not this protocol, decides when it goes", named)
         if not self.router:
             held_by = self._withdrawal(named, view)
             if held_by is not None:
@@ -584,7 +584,9 @@ def _parse(answer: Answer) -> _View | _Unread:
         return _View(
             pod=ExpectedPod(_opt(pod["namespace"], str), _opt(pod["name"], str), _opt(pod["uid"], str)),
             instance=_req(sidecar["instance"], str),
-            terminating=_req(sidecar["terminating"], bool),
+            # `draining` was added within v2: absent (an older sidecar) says nothing; the controller's
+            # own metadata.deletionTimestamp check covers that sidecar (docs/controller.md, step 9).
+            terminating=_req(sidecar["terminating"], bool) or sidecar.get("draining") is not None,
             worker_index=_req(member["worker_index"], int),
             group_size=_req(member["group_size"], int),
             configuration=_opt(member["configuration"], str),

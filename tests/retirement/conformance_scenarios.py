@@ -24,6 +24,7 @@ from modeldrain.hook.outcome import Read, ReadOutcome
 from modeldrain.retirement.client import MAX_VERDICT_AGE_S
 from modeldrain.sidecar.command import CommandSource, EngineCommand
 from modeldrain.sidecar.connections import RECENT_DATA_WINDOW_S, ConnectionCount
+from modeldrain.sidecar.drain_ledger import Draining, Via
 from modeldrain.sidecar.member import Member, PodIdentity
 from modeldrain.sidecar.sampler import Evidence, Incarnation, NumberedRead, RunTracker
 from modeldrain.sidecar.work_answer import Identity, work_answer
@@ -94,6 +95,7 @@ class Sidecar:
     seq: int = 0
     incarnation: Incarnation = Incarnation(0, None, None)
     terminating: bool = False
+    draining_via: Via | None = None  # the Pod's deletion reached the sidecar (its hook started, or /v1/drain)
     counts_connections: bool = False  # its answers carry `connections` (a sidecar of this release)
     _pending_restart: Evidence | None = None
     _idle_run: RunTracker = field(default_factory=RunTracker)
@@ -127,7 +129,9 @@ class Sidecar:
     def answer(self, at_s: float, outcome: str = "idle", in_flight: int = 2, connected: int | None = 0) -> dict:
         """A read the controller asked for, as it arrives; `connected`: outside connections (None: unknown)."""
         sample = self._sample(at_s, outcome, in_flight, connected)
-        body = work_answer(self.identity(), sample, command=self.command, terminating=self.terminating)
+        draining = None if self.draining_via is None else Draining(WALL_BASE - 2.0, MONO_BASE - 2.0, self.draining_via)
+        body = work_answer(self.identity(), sample, command=self.command, terminating=self.terminating,
+                           draining=draining)
         self._last = {"status": 200, "body": json.loads(json.dumps(body))}
         return self._last
 
@@ -696,6 +700,11 @@ def scenarios() -> list[Scenario]:
             rnd(0.0, {U0: a.answer_as_first_released(0.0, "busy")}, "hold", "busy"),
             rnd(1.1, {U0: a.answer_as_first_released(1.1)}, "hold", "one_idle_read"),
             rnd(2.2, {U0: a.answer_as_first_released(2.2)}, "delete", "idle_twice")])
+    add("draining-member-holds", "A member whose engine's hook has started (or whose /v1/drain was called) is "
+        "already being deleted, long before its sidecar's own SIGTERM: its reads do not count.", SPEC_TWICE,
+        [_single(draining_via=Via.HOOK)], lambda a: [
+            rnd(0.0, {U0: a.answer(0.0)}, "hold", "terminating"),
+            rnd(1.1, {U0: a.answer(1.1)}, "hold", "terminating")])
     return out
 
 
