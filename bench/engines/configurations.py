@@ -64,8 +64,8 @@ def one_deletion(tier: tier_module.Tier, flags: list[str], idle: bool, seed: int
                                    and e.get("outcome") == "idle"})}
     if report.load is not None:
         last_done = report.relative(report.load.last_finished_at)
-        row.update(load=report.load.summary(), last_request_done_s=round(last_done, 3),
-                   return_lag_s=round(report.sigterm_at - last_done, 3))
+        row.update(load=report.load.summary(), last_request_done_s=None if last_done is None else round(last_done, 3),
+                   return_lag_s=None if last_done is None else round(report.sigterm_at - last_done, 3))
     return row
 
 
@@ -117,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(one_deletion(tier, args.flags, args.idle, seed=7 + index))
             print(json.dumps(rows[-1]), flush=True)
         figure = "hook_return_s" if args.idle else "return_lag_s"
-        result = {"rows": rows, "figure": figure, "median_s": statistics.median(r[figure] for r in rows)}
+        figures = [r[figure] for r in rows if r.get(figure) is not None]
+        result = {"rows": rows, "figure": figure, "median_s": statistics.median(figures) if figures else None}
     text = json.dumps(result, indent=1)
     if args.json:
         args.json.write_text(text + "\n")
