@@ -94,7 +94,7 @@ def _with_server_load(read: Read, target: Target, api_servers: int, *, deadline_
     if api_servers > 1:
         return replace(read, detail=f"{read.detail}; {LOAD_PATH} reads 0 in one of {api_servers} API servers "
                        "(each counts only its own requests: no word on the others)")
-    return replace(read, detail=f"{read.detail}; {LOAD_PATH} reads 0")
+    return replace(read, detail=f"{read.detail}; {LOAD_PATH} reads 0", counted_from_arrival=True)
 
 
 def classify_body(fetched: Read, body: bytes, content_type: str, hint: EngineHint, *, deadline_at: float) -> Read:

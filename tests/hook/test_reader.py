@@ -263,6 +263,16 @@ def test_with_two_api_servers_load_is_read_as_one_processs_count(serve, load, ou
     target, _ = by_path(serve, IDLE, load)
     r = read(target, hint=replace(TRACKED, api_servers=2))
     assert r.outcome is outcome and words in r.detail, r.detail
+    assert not r.counted_from_arrival  # its confirming read keeps the full gap (hook.decision)
+
+
+@pytest.mark.parametrize("hint, counted", [(TRACKED, True), (replace(TRACKED, api_servers=1), True),
+                                           (replace(TRACKED, api_servers=2), False),
+                                           (EngineHint(kind=EngineKind.VLLM, source="cmdline"), False)])
+def test_an_idle_read_counts_from_arrival_only_with_one_api_servers_load(serve, hint, counted):
+    target, _ = by_path(serve, IDLE, b'{"server_load": 0}')
+    r = read(target, hint=hint)
+    assert r.outcome is ReadOutcome.IDLE and r.counted_from_arrival is counted, r.detail
 
 
 def test_without_the_flag_load_is_never_asked(serve):
