@@ -5,11 +5,12 @@ response's last byte is out (`load_aware_call` in `entrypoints/serve/utils/api_u
 BackgroundTask after the response), and only with `--enable-server-load-tracking`; without the
 flag the route answers 0 forever. The count lives in each API server process's own app state, so
 with `--api-server-count N` a `/load` answer is the count of whichever process accepted that
-connection. Measured on vLLM 0.32 with `--api-server-count 2`, 8 requests running: six `/load`
-reads in a row, each on a new connection, all answered 3 (docs/engines.md): the kernel kept
-handing them to the same process. The emulator is one process: it deals each request to one of N
-counters in turn and answers every `/load` from the first, so with N > 1 an answer sees only part
-of what runs, as on the real engine.
+connection. Measured on vLLM 0.32 with `--api-server-count 2`, 8 requests running: `/load`
+answered 0 in 39 of 40 reads (each on a new connection) and 8 once: the 8 were all in one process,
+and the kernel handed nearly every `/load` connection to the other (docs/engines.md). The emulator
+is one process: it deals each request to one of N counters in turn and answers every `/load` from
+the first, so with N > 1 an answer sees only part of what runs (which process the kernel picks is
+not emulated).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ class ServerLoad:
         self._counts[server] -= 1
 
     def answer(self) -> int:
-        """What one GET /load says: one API server's count (the first's, as measured)."""
+        """What one GET /load says: one API server's count (the first's)."""
         return self._counts[0] if self.tracking else 0
 
     def total(self) -> int:
