@@ -17,7 +17,7 @@ from typing import Sequence
 
 from aiohttp import web
 
-from emulation import constants
+from emulation import constants, server_load
 from emulation.completions import make_completions_handler
 from emulation.control import make_misbehave_handler, make_stats_handler
 from emulation.engine_config import EngineConfig, EngineKind, parse_engine_args
@@ -42,8 +42,14 @@ def write_atomically(path: Path, text: str) -> None:
 
 def build_app(runtime: EngineRuntime, lifecycle: Lifecycle) -> web.Application:
     # SGLang counts each request in its HTTP gauge from arrival; vLLM has no such gauge.
-    middlewares = [counting_middleware(runtime.http_active)] if runtime.config.kind is EngineKind.SGLANG else []
+    # vLLM counts them in GET /load from arrival, with --enable-server-load-tracking.
+    if runtime.config.kind is EngineKind.SGLANG:
+        middlewares = [counting_middleware(runtime.http_active)]
+    else:
+        middlewares = [server_load.counting_middleware(runtime.server_load)]
     app = web.Application(middlewares=middlewares)
+    if runtime.config.kind is EngineKind.VLLM:
+        app.router.add_get(server_load.LOAD_PATH, server_load.make_load_handler(runtime.server_load))
     app.router.add_get("/metrics", make_metrics_handler(runtime))
     app.router.add_get(IDLE_DECOY_PATH, make_decoy_handler(runtime))
     app.router.add_get("/health", make_health_handler(runtime))

@@ -69,6 +69,8 @@ class EngineConfig:
     legacy_prefill_name: bool
     without_http_gauge: bool
     without_metrics: bool = False  # SGLang without --enable-metrics: /metrics answers 404
+    server_load_tracking: bool = False  # vLLM's --enable-server-load-tracking: GET /load counts
+    api_servers: int = 1  # vLLM's --api-server-count: each /load answer is one of them
 
     @property
     def tls(self) -> bool:
@@ -129,6 +131,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="an SGLang release without sglang:http_requests_active (the scheduler's gauges alone)")
     parser.add_argument("--without-metrics", action="store_true",
                         help="SGLang started without --enable-metrics: /metrics answers 404 as its FastAPI does")
+    parser.add_argument("--server-load-tracking", action="store_true",
+                        help="vLLM --enable-server-load-tracking: GET /load counts requests from arrival (else 0)")
+    parser.add_argument("--api-servers", type=whole_number_arg("--api-servers", minimum=1), default=1,
+                        help="vLLM --api-server-count: GET /load answers one server's count in turn")
     return parser
 
 
@@ -149,6 +155,8 @@ def parse_engine_args(argv: Sequence[str] | None = None) -> EngineConfig:
         parser.error("--without-http-gauge is SGLang's")
     if args.without_metrics and args.kind is not EngineKind.SGLANG:
         parser.error("--without-metrics is SGLang's (vLLM always serves /metrics)")
+    if (args.server_load_tracking or args.api_servers > 1) and args.kind is not EngineKind.VLLM:
+        parser.error("--server-load-tracking and --api-servers are vLLM's")
     on_sigterm = args.on_sigterm
     if on_sigterm is None:
         if args.kind is EngineKind.VLLM and args.shutdown_timeout_s > 0:
@@ -179,4 +187,6 @@ def parse_engine_args(argv: Sequence[str] | None = None) -> EngineConfig:
         legacy_prefill_name=args.legacy_prefill_name,
         without_http_gauge=args.without_http_gauge,
         without_metrics=args.without_metrics,
+        server_load_tracking=args.server_load_tracking,
+        api_servers=args.api_servers,
     )

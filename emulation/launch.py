@@ -126,6 +126,7 @@ def _vllm_parser() -> argparse.ArgumentParser:
     parser.add_argument("--api-server-count", type=int)
     parser.add_argument("--shutdown-timeout", type=float, default=0.0)
     parser.add_argument("--max-num-seqs", type=int)
+    parser.add_argument("--enable-server-load-tracking", action=argparse.BooleanOptionalAction, default=False)
     return parser
 
 
@@ -163,7 +164,9 @@ def emulator_args(kind: str, engine_args: Sequence[str]) -> list[str]:
         out += ["--dp", str(known.data_parallel_size)]
         api_servers = known.api_server_count or known.data_parallel_size  # vLLM's default
         if api_servers > 1:
-            out.append("--multiprocess")
+            out += ["--multiprocess", "--api-servers", str(api_servers)]
+        if known.enable_server_load_tracking:
+            out.append("--server-load-tracking")
         if known.shutdown_timeout > 0:
             out += ["--shutdown-timeout", str(known.shutdown_timeout)]
         if known.max_num_seqs:

@@ -18,6 +18,7 @@ from emulation.http_active import HttpActive
 from emulation.live_metrics import EngineSnapshot, live_families
 from emulation.misbehaviour import MisbehaviourSetting
 from emulation.scheduler import Outcome, Phase, RankSnapshot, Scheduler
+from emulation.server_load import ServerLoad
 from emulation.stats_ticks import StatsTicks
 from emulation.template import EngineTemplate, engine_template
 
@@ -87,6 +88,8 @@ class EngineRuntime:
         self.lingering: set[object] = set()  # their request protocols (aiohttp's RequestHandler)
         # SGLang's HTTP gauge: the process's handlers, whatever restarts the scheduler.
         self.http_active = HttpActive()
+        # vLLM's GET /load: the API servers' counts from arrival (emulation/server_load.py).
+        self.server_load = ServerLoad(config.server_load_tracking, config.api_servers)
 
     @property
     def scheduler(self) -> Scheduler:

@@ -41,6 +41,12 @@ BUSY_READ_ENGINE_SHARE = 0.05
 # The second of the two idle reads starts at least this long after the first: a request between
 # its arrival and its admission to the queue reads as zero for a moment, never for a second.
 IDLE_CONFIRM_GAP_S = 1.0
+# ...unless the first idle read's zero covers that moment too: vLLM with
+# --enable-server-load-tracking and one API server, whose GET /load counts every request from its
+# handler's start to its response's end (modeldrain/hook/server_load.py). Then the confirming read
+# only has to come after the first one, at the busy read spacing (measured on the real engine:
+# docs/engines.md, "The confirming read with /load").
+LOAD_COUNTED_CONFIRM_GAP_S = 0.25
 
 # The /health read that tells whether SGLang's SIGTERM will drain (modeldrain/hook/exit_policy.py): SGLang
 # 0.5.23's /health generates a token and answers after >= 1 s (measured: never sooner), so the read

@@ -14,6 +14,7 @@ from modeldrain.hook.constants import (
     EXIT_RESERVE_S,
     IDLE_CONFIRM_GAP_S,
     IDLE_READS_REQUIRED,
+    LOAD_COUNTED_CONFIRM_GAP_S,
     SPLIT_ROLE_EXIT_RESERVE_S,
 )
 from modeldrain.hook.exitcodes import ExitCode
@@ -154,11 +155,14 @@ def next_step(plan: DrainPlan, state: DrainState, now: float, *, following_leade
 
     After the route wait: every `busy_interval_s` while work is in flight (the first idle read
     follows the last request soon), the confirming read IDLE_CONFIRM_GAP_S after the first idle
-    one, and every `interval_s` otherwise (an engine that answers badly is not hurried).
+    one (LOAD_COUNTED_CONFIRM_GAP_S where that read's zero includes vLLM's only API server's
+    /load, which counts every request from its arrival), and every `interval_s` otherwise (an engine that answers badly is not hurried).
     """
     last = state.last_read
     if last is None:
         due_at = plan.first_read_at
+    elif state.idle_streak > 0 and state.first_idle_at is not None and last.counted_from_arrival:
+        due_at = max(last.started_at + plan.busy_interval_s, state.first_idle_at + LOAD_COUNTED_CONFIRM_GAP_S)
     elif state.idle_streak > 0 and state.first_idle_at is not None:
         due_at = max(last.started_at + plan.interval_s, state.first_idle_at + IDLE_CONFIRM_GAP_S)
     elif last.outcome is ReadOutcome.BUSY:

@@ -63,6 +63,9 @@ class EngineHint:
     # SGLang: its --pp-size. None when not read from an argv or not a number.
     data_parallel_engines: int | None = None
     pipeline_parallel_size: int | None = None
+    # vLLM: how many API server processes serve its port (--api-server-count, or vLLM's default);
+    # each answers GET /load with its own count only. None when not read from an argv or not a number.
+    api_servers: int | None = None
 
     def merged(self, fallback: "EngineHint") -> "EngineHint":
         """Fill what this hint leaves open from a weaker one."""
@@ -85,6 +88,7 @@ class EngineHint:
                                    else fallback.data_parallel_engines),
             pipeline_parallel_size=(self.pipeline_parallel_size if self.pipeline_parallel_size is not None
                                     else fallback.pipeline_parallel_size),
+            api_servers=self.api_servers if self.api_servers is not None else fallback.api_servers,
         )
 
 
@@ -166,6 +170,7 @@ def hint_from_argv(argv: list[str], cwd: str | None = None, cut: str | None = No
         server_load_tracking=kind is EngineKind.VLLM and args.switch(
             ("--enable-server-load-tracking",), "--no-enable-server-load-tracking") is not None,
         data_parallel_engines=_data_parallel_engines(args) if kind is EngineKind.VLLM else None,
+        api_servers=_api_servers(args) if kind is EngineKind.VLLM else None,
         pipeline_parallel_size=(_positive(args.value("--pp-size", "--pipeline-parallel-size"), 1)
                                 if kind is EngineKind.SGLANG else None),
     )
@@ -175,11 +180,26 @@ def _data_parallel_engines(args: EngineArgs) -> int | None:
     """The engine cores a vLLM API server fronts: one with an external load balancer (each rank its own
     server), the local ones with the hybrid one, all of them otherwise."""
     external = args.switch(("--data-parallel-external-lb", "-dpe"), "--no-data-parallel-external-lb")
-    if external is not None or args.value("--data-parallel-rank", "-dpr") is not None:
+    if external is not None or args.value("--data-parallel-rank", "-dpn") is not None:
         return 1
     local = args.value("--data-parallel-size-local", "-dpl")
     if local is not None:
         return _positive(local, 1)
+    return _positive(args.value("--data-parallel-size", "-dp"), 1)
+
+
+def _api_servers(args: EngineArgs) -> int | None:
+    """vLLM's API server processes (0.32's `vllm serve`): --api-server-count, else one with an external
+    load balancer, the local data-parallel size with the hybrid one, the data-parallel size otherwise."""
+    given = args.value("--api-server-count", "-asc")
+    if given is not None:
+        return _positive(given, 1)
+    external = args.switch(("--data-parallel-external-lb", "-dpe"), "--no-data-parallel-external-lb")
+    if external is not None or args.value("--data-parallel-rank", "-dpn") is not None:
+        return 1
+    hybrid = args.switch(("--data-parallel-hybrid-lb", "-dph"), "--no-data-parallel-hybrid-lb")
+    if hybrid is not None or args.value("--data-parallel-start-rank", "-dpr") is not None:
+        return _positive(args.value("--data-parallel-size-local", "-dpl"), 1)
     return _positive(args.value("--data-parallel-size", "-dp"), 1)
 
 

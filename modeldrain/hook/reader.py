@@ -60,7 +60,7 @@ def _read(target: Target, hint: EngineHint, started_at: float, *, timeout_s: flo
         fetched = replace(base, http_status=response.status, body_bytes=len(response.body))
         read = classify_body(fetched, response.body, response.content_type, hint, deadline_at=started_at + timeout_s)
         if read.outcome is ReadOutcome.IDLE and read.kind is EngineKind.VLLM and hint.server_load_tracking:
-            read = _with_server_load(read, target, deadline_at=started_at + timeout_s)
+            read = _with_server_load(read, target, hint.api_servers or 1, deadline_at=started_at + timeout_s)
     return replace(read, duration_s=time.monotonic() - started_at)
 
 
@@ -75,9 +75,11 @@ def _sglang_without_metrics(hint: EngineHint) -> str:
     return f"nothing can be measured here; if the engine is SGLang, {rule}: add it to the engine's command"
 
 
-def _with_server_load(read: Read, target: Target, *, deadline_at: float) -> Read:
+def _with_server_load(read: Read, target: Target, api_servers: int, *, deadline_at: float) -> Read:
     """An idle vLLM read stays idle only if /load also says 0 (modeldrain/hook/server_load.py); a /load that
-    cannot be read is doubt, and doubt is never idle."""
+    cannot be read is doubt, and doubt is never idle. With several API servers the answer is one
+    process's count: a count above 0 is busy, a 0 says nothing of the others (the gauges' idle read
+    and its confirming read decide, as without the flag)."""
     try:
         response = fetch(replace(target, path=LOAD_PATH), timeout_s=max(0.0, deadline_at - time.monotonic()),
                          max_body_bytes=MAX_LOAD_BODY_BYTES, accept="application/json")
@@ -89,7 +91,10 @@ def _with_server_load(read: Read, target: Target, *, deadline_at: float) -> Read
     if load > 0:
         return replace(read, outcome=ReadOutcome.BUSY, in_flight=load,
                        detail=f"the gauges read zero, but {LOAD_PATH} counts {load:g} in the API server")
-    return replace(read, detail=f"{read.detail}; {LOAD_PATH} reads 0")
+    if api_servers > 1:
+        return replace(read, detail=f"{read.detail}; {LOAD_PATH} reads 0 in one of {api_servers} API servers "
+                       "(each counts only its own requests: no word on the others)")
+    return replace(read, detail=f"{read.detail}; {LOAD_PATH} reads 0", counted_from_arrival=True)
 
 
 def classify_body(fetched: Read, body: bytes, content_type: str, hint: EngineHint, *, deadline_at: float) -> Read:

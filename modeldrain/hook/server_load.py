@@ -4,8 +4,14 @@ their response, before and after the engine core's gauges count them.
 Measured on vLLM 0.32 (docs/engines.md): 16 long prompts read 0 in the two gauges for 0.71 s while
 they were tokenized; `/load` counted them 0.11 s after they were sent. It counts only with
 `--enable-server-load-tracking` (without it the route answers 0 forever), so the reader reads it
-only where the engine's argv turns it on (modeldrain/hook/engine.py), never by probing; and it is one API
-server process's count (`--api-server-count` > 1 undercounts).
+only where the engine's argv turns it on (modeldrain/hook/engine.py), never by probing.
+
+It is one API server process's count: each process keeps its own in its app state, and with
+`--api-server-count` N > 1 (vLLM's default with `--data-parallel-size` N) an answer is whichever
+process accepted that connection (measured: docs/engines.md). So a count above 0 is work (busy),
+but a 0 is no word on the other N - 1: there the hook does not trust /load alone, the gauges'
+idle read and its confirming read decide as without the flag, and the read's detail says
+"one of N API servers" (modeldrain/hook/reader.py).
 """
 
 from __future__ import annotations

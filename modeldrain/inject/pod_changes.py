@@ -8,15 +8,24 @@ engine's are refusals, one line each; their postStart is kept, run after `presto
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from typing import Any
 
 from modeldrain.hook.annotations import PORT_ANNOTATION
 from modeldrain.hook.flags import parse_port
-from modeldrain.hook.gauges import DEFAULT_PORTS
+from modeldrain.hook.gauges import DEFAULT_PORTS, EngineKind
 from modeldrain.inject import pieces
 from modeldrain.lint.engine_containers import EngineRun, container_argv, engine_containers
-from modeldrain.lint.manifest_rules import chained_start_guard, flag_value, hook_command, hook_http
+from modeldrain.lint.manifest_rules import (
+    VLLM_CONFIG_FLAG,
+    VLLM_NO_SERVER_LOAD_FLAG,
+    VLLM_SERVER_LOAD_FLAG,
+    chained_start_guard,
+    flag_value,
+    hook_command,
+    hook_http,
+)
 
 
 class Refused(Exception):
@@ -130,6 +139,8 @@ def _change(template: dict[str, Any], spec: dict[str, Any], container: dict[str,
     spec["initContainers"] = inits + _list(spec, "initContainers")
     _list(spec, "volumes").extend(volumes)
     _list(container, "volumeMounts").extend(mounts)
+    if run.kind is EngineKind.VLLM:
+        _count_api_server_requests(container, run)
     lifecycle = _mapping(container, "lifecycle")
     lifecycle["postStart"] = {"exec": {"command": post_start}}
     lifecycle["preStop"] = {"exec": {"command": pieces.prestop_command(grace, lws_worker)}}
@@ -241,3 +252,42 @@ def _tmpdir(container: dict[str, Any], where: str, name: str) -> None:
 
 
 
+
+
+def _count_api_server_requests(container: dict[str, Any], run: EngineRun) -> None:
+    """vLLM's --enable-server-load-tracking, added to the engine's own words: without it a request
+    still in the API server is in no signal the hook reads (`modeldrain lint` says so). Left alone:
+    a command that says either way, a --config that may set it, the image's own entrypoint (no
+    words here), and an `sh -c` script whose last words are not the engine's (or that has a comment):
+    there lint names the flag for the user to add."""
+    words = [str(word) for key in ("command", "args") for word in _list_or_none(container.get(key))]
+    said = {word.split("=", 1)[0] for word in run.argv}
+    if said & {VLLM_SERVER_LOAD_FLAG, VLLM_NO_SERVER_LOAD_FLAG, VLLM_CONFIG_FLAG} or not words:
+        return
+    if run.argv[-len(words):] == tuple(words):  # the engine's words are the container's (after its image's entrypoint)
+        key = "args" if "args" in container else "command"
+        _list(container, key).append(VLLM_SERVER_LOAD_FLAG)
+        return
+    for key in ("args", "command"):  # an `sh -c SCRIPT` whose last command is the engine's
+        if not isinstance(container.get(key), list):
+            continue
+        items = _list(container, key)
+        for index, item in enumerate(items):
+            if isinstance(item, str) and _ends_with(item, run.argv):
+                items[index] = item.rstrip() + " " + VLLM_SERVER_LOAD_FLAG
+                return
+
+
+def _ends_with(script: str, argv: tuple[str, ...]) -> bool:
+    """Whether `script`'s last words, as the shell splits them, are `argv` (no comment, nothing after)."""
+    if "#" in script or not argv:
+        return False
+    try:
+        words = shlex.split(script)
+    except ValueError:
+        return False
+    return tuple(words[-len(argv):]) == argv and not script.rstrip().endswith(("\\", "&", ";", "|"))
+
+
+def _list_or_none(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []

@@ -17,9 +17,12 @@ ours are:
 - token: a worker that follows its leader carries the leader's token, and every token file named
   is in a volume mounted into the container that reads it;
 - metrics: an SGLang engine is started with `--enable-metrics`, without which it serves no
-  /metrics (a 404) and nothing can be measured.
+  /metrics (a 404) and nothing can be measured;
 - mesh: behind Istio's or Linkerd's sidecar, drain-sidecar's port is out of the mesh's capture and
-  a classic proxy container does not exit before the engine's drain (modeldrain/lint/mesh_rules.py).
+  a classic proxy container does not exit before the engine's drain (modeldrain/lint/mesh_rules.py);
+- server load: a vLLM engine is started with `--enable-server-load-tracking`, without which no
+  signal counts a request in its API server (templating, tokenisation, a media fetch) before the
+  engine core's gauges do.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from modeldrain.hook.constants import (
     SIDECAR_PORT,
     SPLIT_ROLE_EXIT_RESERVE_S,
 )
+from modeldrain.hook.engine import engine_invocation
 from modeldrain.hook.gauges import EngineKind
 from modeldrain.lint.engine_containers import engine_containers, engine_run
 from modeldrain.lint.mesh_rules import mesh_findings
@@ -54,6 +58,12 @@ _HTTP_GRACE = re.compile(r"[?&]grace=([^&]*)")
 # SGLang's switch for /metrics (off by default), and its flag that may set it from a file instead.
 SGLANG_METRICS_FLAG = "--enable-metrics"
 SGLANG_CONFIG_FLAG = "--config"
+# vLLM's switch for GET /load's count (argparse's BooleanOptionalAction: the last of the two wins),
+# its flag that may set it from a file, and the image whose entrypoint is `vllm serve`.
+VLLM_SERVER_LOAD_FLAG = "--enable-server-load-tracking"
+VLLM_NO_SERVER_LOAD_FLAG = "--no-enable-server-load-tracking"
+VLLM_CONFIG_FLAG = "--config"
+VLLM_IMAGE_PREFIX = "vllm-openai"
 
 
 # A postStart of the user's kept beside the start guard: `sh -c 'HOOK version && exec "$0" "$@"' THEIRS...`
@@ -232,6 +242,7 @@ def _lint(template: PodTemplate) -> Iterator[Finding]:
         yield Finding(template.source, container_name, field, message)
     for container in containers:
         yield from _sglang_metrics(template, container)
+        yield from _vllm_server_load(template, container)
 
 
 def _sglang_metrics(template: PodTemplate, container: dict[str, Any]) -> Iterator[Finding]:
@@ -246,6 +257,35 @@ def _sglang_metrics(template: PodTemplate, container: dict[str, Any]) -> Iterato
                       f"SGLang runs without {SGLANG_METRICS_FLAG}: it serves no /metrics (HTTP 404), so neither "
                       f"the hook nor drain-sidecar can measure its work and a deletion cuts what runs; add "
                       f"{SGLANG_METRICS_FLAG} to its command")
+
+
+def _runs_vllm(container: dict[str, Any], words: list[str]) -> bool:
+    """`vllm serve` or vLLM's api_server module anywhere in the command (a shell's `-c` string
+    included), or vllm/vllm-openai's image with no command of its own (its entrypoint is `vllm serve`)."""
+    invocations = (engine_invocation(words[i:]) for i in range(len(words)))
+    if any(found is not None and found[0] is EngineKind.VLLM for found in invocations):
+        return True
+    return not _strings(container.get("command")) and image_name(str(container.get("image", ""))).startswith(
+        VLLM_IMAGE_PREFIX)
+
+
+def _vllm_server_load(template: PodTemplate, container: dict[str, Any]) -> Iterator[Finding]:
+    """A vLLM server's command without --enable-server-load-tracking (or with its negation last): its
+    GET /load then answers 0 forever, and a request still in the API server (templating,
+    tokenisation, a media fetch, a LoRA download) is in no signal the hook reads. A command with
+    --config may set it in the file, which is not read here: no finding."""
+    words = [word for arg in _argv(container) for word in arg.split()]
+    if not _runs_vllm(container, words):
+        return
+    switches = [word for word in words if word in (VLLM_SERVER_LOAD_FLAG, VLLM_NO_SERVER_LOAD_FLAG)]
+    given = {word.split("=", 1)[0] for word in words}
+    if (switches[-1:] == [VLLM_SERVER_LOAD_FLAG]) or (not switches and VLLM_CONFIG_FLAG in given):
+        return
+    yield Finding(template.source, _name(container), "args",
+                  f"vLLM runs without {VLLM_SERVER_LOAD_FLAG}: a request still in its API server (chat template, "
+                  f"tokenisation, a media fetch) is counted by no gauge, so the hook can read idle twice while "
+                  f"it is there and vLLM's SIGTERM then aborts it; add {VLLM_SERVER_LOAD_FLAG} to its command "
+                  f"(its GET /load counts every request from its arrival)")
 
 
 def _name(container: dict[str, Any]) -> str:

@@ -37,7 +37,10 @@ def test_sglang_module_shape_with_role():
 
 def test_engine_flags_translate():
     assert emulator_args("vllm", ["serve", "m", "--port=9000", "-dp", "2", "--gpu-memory-utilization", "0.9"]) == [
-        "--kind", "vllm", "--port", "9000", "--dp", "2", "--multiprocess"]
+        "--kind", "vllm", "--port", "9000", "--dp", "2", "--multiprocess", "--api-servers", "2"]
+    assert emulator_args("vllm", ["serve", "m", "--api-server-count", "3", "--enable-server-load-tracking"]) == [
+        "--kind", "vllm", "--port", "8000", "--dp", "1", "--multiprocess", "--api-servers", "3",
+        "--server-load-tracking"]
     assert emulator_args("sglang", ["--model-path", "m", "--dp-size", "2", "--disaggregation-mode", "decode",
                                     "--enable-metrics"]) == [
         "--kind", "sglang", "--port", "30000", "--dp", "2", "--role", "decode"]

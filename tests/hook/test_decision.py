@@ -118,6 +118,21 @@ def test_busy_reads_come_faster_and_the_confirming_read_a_second_after_the_first
     assert fin is not None and fin.outcome is DrainOutcome.IDLE
 
 
+def test_a_zero_that_load_counted_from_arrival_is_confirmed_at_the_busy_spacing():
+    """vLLM's only API server's /load counts a request from its arrival: its zero covers the moment
+    the gauges miss, so the confirming read comes at the busy spacing, not a second later."""
+    p = plan(busy_interval_s=0.25)
+    s, _ = after_read(DrainState(), read(ReadOutcome.BUSY, T0 + 5.0, 3))
+    counted = Read(ReadOutcome.IDLE, started_at=T0 + 5.25, duration_s=0.01, in_flight=0, counted_from_arrival=True)
+    s, _ = after_read(s, counted)
+    assert next_step(p, s, now=T0 + 5.26).at == T0 + 5.5
+    s, fin = after_read(s, read(ReadOutcome.IDLE, T0 + 5.5, 0))
+    assert fin is not None and fin.outcome is DrainOutcome.IDLE
+    # Never sooner than the busy spacing, nor than the confirming gap where reads are slower.
+    s, _ = after_read(DrainState(), counted)
+    assert next_step(plan(busy_interval_s=1.0), s, now=T0 + 5.26).at == T0 + 6.25
+
+
 def test_an_engine_answering_badly_is_not_hurried():
     p = plan(busy_interval_s=0.25)
     for outcome in (ReadOutcome.TIMEOUT, ReadOutcome.INCOMPLETE, ReadOutcome.RESET, ReadOutcome.CONNECT_ERROR):

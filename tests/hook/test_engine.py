@@ -250,3 +250,20 @@ def test_a_flag_hint_takes_the_facts_of_the_engines_argv_and_environment():
                                             (["--enable-server-load-tracking", "--no-enable-server-load-tracking"], False)])
 def test_vllm_s_server_load_tracking_is_read_from_its_argv(words, tracked):
     assert hint_from_argv(["vllm", "serve", "m", *words]).server_load_tracking is tracked
+
+
+@pytest.mark.parametrize("words, api_servers, engines", [
+    ([], 1, 1),
+    (["--api-server-count", "2"], 2, 1),
+    (["-asc", "3"], 3, 1),
+    (["--data-parallel-size", "2"], 2, 2),  # vLLM's default: one API server per rank
+    (["-dp", "2", "--api-server-count", "1"], 1, 2),
+    (["-dp", "4", "--data-parallel-rank", "3"], 1, 1),  # an external balancer's rank
+    (["-dp", "4", "-dpn", "3"], 1, 1),
+    (["-dp", "4", "-dpl", "2", "-dpr", "2"], 2, 2),  # -dpr: the start rank, the hybrid balancer's
+    (["-dp", "4", "-dpl", "2", "--data-parallel-hybrid-lb"], 2, 2),
+    (["--api-server-count", "two"], None, 1),
+])
+def test_vllm_s_api_servers_and_engine_cores_are_read_as_vllm_serve_defaults_them(words, api_servers, engines):
+    hint = hint_from_argv(["vllm", "serve", "m", *words])
+    assert (hint.api_servers, hint.data_parallel_engines) == (api_servers, engines)

@@ -311,6 +311,28 @@ def test_with_server_load_tracking_an_idle_vllm_read_is_idle_only_if_load_says_z
     assert any(req.startswith(b"GET /load ") for req in server.requests)
 
 
+@pytest.mark.parametrize("load, outcome, words", [
+    (b'{"server_load": 0}', ReadOutcome.IDLE, "/load reads 0 in one of 2 API servers"),
+    (b'{"server_load": 3}', ReadOutcome.BUSY, "/load counts 3 in the API server"),
+], ids=["zero", "counting"])
+def test_with_two_api_servers_load_is_read_as_one_processs_count(serve, load, outcome, words):
+    """A 0 from one of two API servers says nothing of the other: the read says so (its idle read
+    still needs its confirming read, as every idle read does); a count above 0 is busy."""
+    target, _ = by_path(serve, IDLE, load)
+    r = read(target, hint=replace(TRACKED, api_servers=2))
+    assert r.outcome is outcome and words in r.detail, r.detail
+    assert not r.counted_from_arrival  # its confirming read keeps the full gap (hook.decision)
+
+
+@pytest.mark.parametrize("hint, counted", [(TRACKED, True), (replace(TRACKED, api_servers=1), True),
+                                           (replace(TRACKED, api_servers=2), False),
+                                           (EngineHint(kind=EngineKind.VLLM, source="cmdline"), False)])
+def test_an_idle_read_counts_from_arrival_only_with_one_api_servers_load(serve, hint, counted):
+    target, _ = by_path(serve, IDLE, b'{"server_load": 0}')
+    r = read(target, hint=hint)
+    assert r.outcome is ReadOutcome.IDLE and r.counted_from_arrival is counted, r.detail
+
+
 def test_without_the_flag_load_is_never_asked(serve):
     target, server = by_path(serve, IDLE, b'{"server_load": 16}')
     assert read(target, hint=EngineHint(kind=EngineKind.VLLM, source="cmdline")).outcome is ReadOutcome.IDLE

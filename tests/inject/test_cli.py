@@ -274,3 +274,27 @@ def test_every_workload_kind_gets_the_hook(kind):
     assert_lint_and_schema_pass(done.stdout)
     items = out[0]["items"] if kind == "List" else out
     assert [i["kind"] for i in items] == ["Deployment" if kind == "List" else kind, "NetworkPolicy"]
+
+
+@pytest.mark.parametrize("container, expected", [
+    ({"command": ["vllm", "serve", "m"]}, {"command": ["vllm", "serve", "m", "--enable-server-load-tracking"]}),
+    ({"image": "vllm/vllm-openai:v0.32.0", "args": ["m", "--port", "9000"]},
+     {"image": "vllm/vllm-openai:v0.32.0", "args": ["m", "--port", "9000", "--enable-server-load-tracking"]}),
+    ({"command": ["sh", "-c"], "args": ["cd /m && exec vllm serve m --port 9000"]},
+     {"command": ["sh", "-c"], "args": ["cd /m && exec vllm serve m --port 9000 --enable-server-load-tracking"]}),
+    # Left to the user (lint names the flag): a script whose engine is not its last command, or with a comment.
+    ({"command": ["sh", "-c", "vllm serve m & wait"]}, None),
+    ({"command": ["sh", "-c", "vllm serve m  # tiny"]}, None),
+    ({"command": ["vllm", "serve", "m", "--no-enable-server-load-tracking"]}, None),
+    ({"command": ["vllm", "serve", "--config", "c.yaml"]}, None),
+])
+def test_a_vllm_engine_gets_server_load_tracking_where_its_words_are_its_own(container, expected):
+    """Issue 26: vLLM counts a request in its API server only with --enable-server-load-tracking."""
+    from modeldrain.inject.pod_changes import _count_api_server_requests
+    from modeldrain.lint.engine_containers import engine_run
+
+    changed = copy.deepcopy(container)
+    run = engine_run(changed)
+    assert run is not None
+    _count_api_server_requests(changed, run)
+    assert changed == (expected if expected is not None else container)

@@ -135,7 +135,7 @@ def test_an_engine_without_the_hook_beside_one_with_it_is_found():
 def test_an_engine_under_sh_c_has_its_port_read():
     def wrapped(body):
         body["metadata"]["annotations"]["prometheus.io/port"] = "8000"
-        engine(body)["command"] = ["sh", "-c", "cd /models && exec vllm serve /models/tiny --port 9000"]
+        engine(body)["command"] = ["sh", "-c", "cd /models && exec vllm serve /models/tiny --port 9000 --enable-server-load-tracking"]
         engine(body).pop("args", None)
 
     (finding,) = broken("pod-drain-sidecar.yaml", wrapped)
@@ -416,3 +416,47 @@ def test_the_proxy_config_keys_are_read_as_pyyaml_reads_them(text):
     assert bool(mesh_rules._EXIT_ON_ZERO.search(text)) == exit_on_zero
     found = mesh_rules._DRAIN_DURATION.search(text)
     assert (found.group(1) if found else None) == parsed.get("terminationDrainDuration")
+
+
+VLLM_POD = {
+    "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "vllm"},
+    "spec": {"containers": [{"name": "engine", "image": "vllm/vllm-openai:v0.32.0",
+                             "args": ["/models/tiny", "--port", "8000"]}]},
+}
+
+
+@pytest.mark.parametrize("image, command, args, found", [
+    # vllm/vllm-openai's entrypoint is `vllm serve`: its args alone are vLLM's.
+    ("vllm/vllm-openai:v0.32.0", None, ["m"], True),
+    ("vllm/vllm-openai:v0.32.0", None, ["m", "--enable-server-load-tracking"], False),
+    ("vllm/vllm-openai:v0.32.0", None, ["m", "--enable-server-load-tracking", "--no-enable-server-load-tracking"],
+     True),
+    ("vllm/vllm-openai:v0.32.0", None, ["m", "--config", "/etc/vllm.yaml"], False),  # may set it there
+    ("registry.example.com/vllm-openai-prestop:v0.32.0", None, ["m"], True),
+    ("any/image:1", ["vllm", "serve"], ["m"], True),
+    ("any/image:1", ["python3", "-m", "vllm.entrypoints.openai.api_server"], ["--model", "m"], True),
+    ("any/image:1", ["/bin/sh", "-c", "vllm serve m --api-server-count 2"], [], True),
+    ("any/image:1", ["/bin/sh", "-c", "exec vllm serve m --enable-server-load-tracking"], [], False),
+    # Not vLLM: a proxy that names vLLM's port, SGLang, a vllm-openai image running another program.
+    ("ghcr.io/llm-d/llm-d-routing-sidecar:v0.2.0", ["/app/llm-d-routing-sidecar"], ["-vllm-port=8200"], False),
+    ("lmsysorg/sglang:v0.5.23", ["python3", "-m", "sglang.launch_server"], ["--enable-metrics"], False),
+    ("vllm/vllm-openai:v0.32.0", ["/bin/sleep"], ["infinity"], False),
+])
+def test_vllm_without_server_load_tracking_is_a_finding(image, command, args, found):
+    body = copy.deepcopy(VLLM_POD)
+    container = body["spec"]["containers"][0]
+    container.update(image=image, args=args)
+    if command is not None:
+        container["command"] = command
+    words = [f for f in findings(body) if "--enable-server-load-tracking" in f.message]
+    assert bool(words) is found, words
+    if found:
+        assert words[0].container == "engine" and words[0].field == "args" and "aborts" in words[0].message
+
+
+def test_every_shipped_vllm_engine_sets_server_load_tracking():
+    engines = [c for name in DEPLOY.glob("*.yaml") for body in yaml.safe_load_all(name.read_text()) if body
+               for t in templates_of(body, name.name) for c in t.containers()
+               if image_name(str(c.get("image", ""))).startswith("vllm-openai")]
+    assert len(engines) >= 6
+    assert all("--enable-server-load-tracking" in c["args"] for c in engines)
