@@ -81,4 +81,6 @@ def test_a_drain_call_flood_from_one_address_leaves_kubelets_call_its_place(tmp_
             SidecarProcess("--port", str(engine.port), "--engine", "vllm", "--proc-root", str(tmp_path / "proc")) as s:
         case = drain_route.flood(s, engine, 1, 8)
     assert case.kubelet_status == 200 and case.kubelet_outcome == "idle" and not case.problems
-    assert case.strangers == {"200": 4, "429": 4} and case.kubelet_seconds >= drain_route.LEAST_ANSWER_S - 0.3
+    # Each source network may hold as many drain calls as the connection cap (docs/sidecar-api.md, the
+    # threat model): 8 strangers are all admitted and share the drain, and kubelet's call still has its place.
+    assert case.strangers == {"200": 8} and case.kubelet_seconds >= drain_route.LEAST_ANSWER_S - 0.3
