@@ -35,7 +35,7 @@ __all__ = [
     "MAX_ANSWER_BYTES", "WITHDRAWAL_BUDGET_S", "MAX_VERDICT_AGE_S",
     "RetirementVerdict", "Reason", "Decision", "ExpectedPod", "MemberEndpoint", "MemberPod", "Answer",
     "PodRead", "PodDelete", "Retirement",
-    "work_url", "read_member", "load_token", "retire",
+    "work_url", "read_member", "read_member_with", "load_token", "load_tokens", "retire",
 ]
 
 import concurrent.futures
@@ -680,13 +680,29 @@ def read_member(url: str, token: str | None = None, timeout_s: float = REQUEST_T
         return Answer(status=status, error=f"HTTP {status} with a body that is not JSON" + _STATUS_WHY.get(status, ""))
 
 
-def load_token(path: str) -> str:
-    """A bearer token file, as drain-sidecar's --token-file holds it; raises OSError or ValueError."""
+def load_tokens(path: str) -> tuple[str, ...]:
+    """The bearer tokens of a token file as drain-sidecar's --token-file holds them: one, or two on
+    two lines during a rotation (docs/layouts.md, "Rotating the token"); raises OSError or ValueError."""
     with open(path, encoding="utf-8") as f:
-        token = f.read(4097).strip()
-    if not token or len(token) > 4096 or any(c.isspace() for c in token):
-        raise ValueError(f"{path} does not hold one token")
-    return token
+        text = f.read(2 * 4097 + 1)
+    tokens = tuple(line.strip() for line in text.splitlines() if line.strip())
+    if not 1 <= len(tokens) <= 2 or any(len(t) > 4096 or any(c.isspace() for c in t) for t in tokens):
+        raise ValueError(f"{path} does not hold one token, or two on two lines")
+    return tokens
+
+
+def load_token(path: str) -> str:
+    """The token a request sends first: the file's first line."""
+    return load_tokens(path)[0]
+
+
+def read_member_with(url: str, tokens: Sequence[str], timeout_s: float = REQUEST_TIMEOUT_S) -> Answer:
+    """read_member with the first token; a 401 is tried once more with the second (a rotation that
+    this member's node has not seen yet, or has seen first)."""
+    answer = read_member(url, tokens[0] if tokens else None, timeout_s)
+    if answer.status == 401 and len(tokens) > 1:
+        return read_member(url, tokens[1], timeout_s)
+    return answer
 
 
 def retire(members: Sequence[MemberEndpoint], *, budget_s: float, token_file: str | None = None,
@@ -711,11 +727,11 @@ def retire(members: Sequence[MemberEndpoint], *, budget_s: float, token_file: st
 
 def _read_round(pool: concurrent.futures.Executor, members: Sequence[MemberEndpoint], token_file: str | None,
                 timeout_s: float) -> dict[str, Answer]:
-    token = None
+    tokens: tuple[str, ...] = ()
     if token_file is not None:
         try:
-            token = load_token(token_file)
+            tokens = load_tokens(token_file)
         except (OSError, ValueError) as exc:
             return {m.url: Answer(error=f"token file: {exc}") for m in members}
-    futures = {m.url: pool.submit(read_member, m.url, token, timeout_s) for m in members}
+    futures = {m.url: pool.submit(read_member_with, m.url, tokens, timeout_s) for m in members}
     return {url: future.result() for url, future in futures.items()}

@@ -92,6 +92,22 @@ def test_the_token_is_sent_from_the_file(vllm, tmp_path):
     assert with_token.returncode == 0 and verdict(with_token)["verdict"] == "delete"
 
 
+
+def test_a_controllers_two_token_file_reads_a_sidecar_that_holds_either(vllm, tmp_path):
+    """Issue 30, 4: mid-rotation the controller's file holds the old and the new token; a sidecar whose
+    node has not refreshed its Secret yet wants the old one, a refreshed one the new: both answer."""
+    (tmp_path / "sidecar").mkdir()
+    secret = k8s_secret(tmp_path / "sidecar", "old-token", 1)
+    controller = tmp_path / "controller-token"
+    controller.write_text("new-token\nold-token\n")
+    with SidecarProcess("--port", str(vllm.port), "--engine", "vllm", "--token-file", str(secret),
+                        "--proc-root", str(tmp_path), env=pod_env("llm-0")) as s:
+        done = retirement(s.base_url, "--token-file", str(controller))
+    assert done.returncode == 0 and verdict(done)["verdict"] == "delete", done.stdout + done.stderr
+    controller.write_text("one two three\n")
+    refused = retirement("http://127.0.0.1:9", "--token-file", str(controller))
+    assert refused.returncode == 2 and "does not hold one token, or two on two lines" in refused.stderr
+
 def first_stderr_line(*args: str, within_s: float = 20.0) -> tuple[str, float]:
     """Run the command with a long budget; the first line it writes to stderr, and when."""
     import select
