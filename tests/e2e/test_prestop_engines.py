@@ -26,10 +26,10 @@ def states(run):
     ("prefill", ["--legacy-prefill-name"]),
 ])
 def test_sglang_roles_drain_idle_with_the_role_read_from_the_exposition(role, flags):
-    # --exit-reserve 5 keeps G - reserve after the route wait at FAST's G = 8 (a split role's own
-    # reserve, 20 s, is tested with the deletions).
+    # --exit-reserve 5 at G = 12 leaves 7 s after the route wait for the two reads of an 87 KB
+    # exposition on a loaded machine (a split role's own reserve, 20 s, is tested with the deletions).
     with EngineProcess("--kind", "sglang", "--role", role, *flags) as engine:
-        run = run_prestop(*FAST, "--exit-reserve", "5", "--port", str(engine.port))
+        run = run_prestop(*FAST, "--grace", "12", "--exit-reserve", "5", "--port", str(engine.port))
     assert run.code == 0, run.stderr
     expected_role = role
     assert states(run) == [("idle", "sglang", expected_role)]
@@ -37,12 +37,12 @@ def test_sglang_roles_drain_idle_with_the_role_read_from_the_exposition(role, fl
 
 def test_sglang_decode_that_served_nothing_is_incomplete_then_idle_once_it_has():
     with EngineProcess("--kind", "sglang", "--role", "decode") as engine:
-        run = run_prestop(*FAST, "--exit-reserve", "5", "--port", str(engine.port))
+        run = run_prestop(*FAST, "--grace", "12", "--exit-reserve", "5", "--port", str(engine.port))
         assert run.code == 10
         assert states(run) == [("incomplete", "sglang", "decode")]
         assert "sglang:num_decode_prealloc_queue_reqs" in run.event("read_state")["missing"]
         engine.request("POST", "/v1/completions", {"duration_s": 0.1})
-        run = run_prestop(*FAST, "--exit-reserve", "5", "--port", str(engine.port))
+        run = run_prestop(*FAST, "--grace", "12", "--exit-reserve", "5", "--port", str(engine.port))
     assert run.code == 0, run.stderr
 
 
