@@ -13,7 +13,6 @@ from typing import Callable
 
 from bench.drains import report as report_configurations
 from bench.drains.quality import SCENARIOS, Strategy
-from bench.engines import matrix as engines_matrix
 from bench.engines import report as engines_report
 from bench.fleet import report as fleet_report
 from bench.reliability import report as reliability_report
@@ -420,8 +419,8 @@ def render(results: dict) -> str:
         lines += _routerless_section(results["routerless"])
     if "real_engines" in results:
         lines += _real_engines_section(results["real_engines"])
-    if engines_matrix.PART in results:
-        lines += engines_report.render(results[engines_matrix.PART])
+    if engines_report.PART in results:
+        lines += engines_report.render(results[engines_report.PART])
     if "fleet" in results:
         lines += fleet_report.render(results["fleet"])
     lines += ["## Cost of every part", ""]

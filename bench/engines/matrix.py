@@ -33,6 +33,7 @@ from typing import Any, Callable
 from bench.drains.deletion import Deletion, RouterLoad, dead_port, delete_under_load, seed_of
 from bench.drains.quality import SCENARIOS_BY_NAME, prestop_executable, router_load
 from bench.drains.shutdown_timeout import SCENARIOS as TIMEOUT_SCENARIOS
+from bench.engines.report import PART
 from bench.pool import run_jobs
 from emulation.engine_process import EngineProcess
 from emulation.launch import LaunchShape
@@ -40,7 +41,6 @@ from emulation.load import emulator_body
 from engines import tier as tier_module
 from engines.servers import RealEngine, completion_body, measure_seconds_per_token, proc_root_of
 
-PART = "real_engine_matrix"  # its key in bench/results.json
 GRACE_S = 30.0
 ENGINES = ("vllm", "sglang")
 FAMILIES = ("quality", "shutdown timeout")
