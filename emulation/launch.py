@@ -127,6 +127,9 @@ def _vllm_parser() -> argparse.ArgumentParser:
     parser.add_argument("--shutdown-timeout", type=float, default=0.0)
     parser.add_argument("--max-num-seqs", type=int)
     parser.add_argument("--enable-server-load-tracking", action=argparse.BooleanOptionalAction, default=False)
+    # Taken and left: a KV producer's exposition is a unified server's (no vLLM release exports how
+    # many blocks its connector keeps for the decoder); the hook reads the role from this argv.
+    parser.add_argument("--kv-transfer-config")
     return parser
 
 

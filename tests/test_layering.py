@@ -32,9 +32,10 @@ HOOK_LAYERS: dict[str, int] = {
     "modeldrain.hook.freshness": 2, "modeldrain.hook.kernel_sockets": 2,
     # an earlier run of the hook in the same container (a marker in $TMPDIR)
     "modeldrain.hook.rerun": 2,
-    # a leader's drain-sidecar, read like the engine; where a release's gauges cannot prove idle; where
-    # the engine's processes listen
+    # a leader's drain-sidecar, read like the engine; where a release's gauges cannot prove idle (a KV
+    # producer's zero among them); where the engine's processes listen
     "modeldrain.hook.leader": 3, "modeldrain.hook.release_trust": 3, "modeldrain.hook.listeners": 3,
+    "modeldrain.hook.kv_producer": 3,
     "modeldrain.hook.held_connections": 3,
     # the configuration: flags, annotations, argv, environment; what a worker's own sidecar remembers
     "modeldrain.hook.config": 4, "modeldrain.hook.leader_memory": 4,

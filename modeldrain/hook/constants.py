@@ -48,6 +48,15 @@ IDLE_CONFIRM_GAP_S = 1.0
 # docs/engines.md, "The confirming read with /load").
 LOAD_COUNTED_CONFIRM_GAP_S = 0.25
 
+# A vLLM KV producer (kv_role kv_producer or kv_both) keeps a finished request's KV blocks for its
+# decoder to pull, and no vLLM release (0.8 to 0.33) exports how many it holds: its zero is held
+# busy this long after the last read that showed work (modeldrain/hook/kv_producer.py). vLLM's own
+# leases on those blocks: VLLM_NIXL_ABORT_REQUEST_TIMEOUT, 480 s by default (0.11 to 0.21; 120 s in
+# 0.10), VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT, 480 s (0.13 to 0.33), and NIXL's kv_lease_duration
+# since 0.22 (30 s, which the decoder's heartbeats renew while it waits, so no fixed bound): the
+# longest fixed one. The deadline bounds it: a producer deleted under any G up to 480 s drains to G - 5.
+KV_PRODUCER_HOLD_S = 480.0
+
 # The /health read that tells whether SGLang's SIGTERM will drain (modeldrain/hook/exit_policy.py): SGLang
 # 0.5.23's /health generates a token and answers after >= 1 s (measured: never sooner), so the read
 # runs beside the route wait, from the hook's start, and must have its answer by the route wait's

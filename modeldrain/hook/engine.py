@@ -66,6 +66,9 @@ class EngineHint:
     # vLLM: how many API server processes serve its port (--api-server-count, or vLLM's default);
     # each answers GET /load with its own count only. None when not read from an argv or not a number.
     api_servers: int | None = None
+    # vLLM as a KV producer (--kv-transfer-config kv_role kv_producer or kv_both): its role and
+    # connector in words ("kv_role=kv_producer, NixlConnector"); None when not one, or its argv unseen.
+    kv_producer: str | None = None
 
     def merged(self, fallback: "EngineHint") -> "EngineHint":
         """Fill what this hint leaves open from a weaker one."""
@@ -89,6 +92,7 @@ class EngineHint:
             pipeline_parallel_size=(self.pipeline_parallel_size if self.pipeline_parallel_size is not None
                                     else fallback.pipeline_parallel_size),
             api_servers=self.api_servers if self.api_servers is not None else fallback.api_servers,
+            kv_producer=self.kv_producer if self.kv_producer is not None else fallback.kv_producer,
         )
 
 
@@ -104,6 +108,8 @@ VLLM_DATA_PARALLEL_BALANCE_FLAGS = (
     (("--data-parallel-hybrid-lb", "-dph"), "--no-data-parallel-hybrid-lb"),
 )
 VLLM_SPLIT_KV_ROLES = frozenset({"kv_producer", "kv_consumer"})
+# The KV-transfer roles that send: their connector keeps a finished request's blocks for a peer.
+VLLM_SENDING_KV_ROLES = frozenset({"kv_producer", "kv_both"})
 SGLANG_SPLIT_MODES = frozenset({"prefill", "decode"})
 _KV_TRANSFER_CONFIG = "--kv-transfer-config"
 
@@ -122,21 +128,35 @@ def disaggregation_marks(kind: EngineKind, args: EngineArgs) -> tuple[str, ...]:
 
 
 def _kv_role(args: EngineArgs) -> str | None:
-    """vLLM's KV-transfer role. Its parser gathers the dotted words (--kv-transfer-config.kv_role X)
-    into one JSON value it appends after every other word, so where any dotted word is given, that
-    value replaces a whole --kv-transfer-config JSON, kv_role or not."""
+    """vLLM's KV-transfer role."""
+    return _kv_transfer_value(args, "kv_role")
+
+
+def _kv_producer(args: EngineArgs) -> str | None:
+    """A sending role and its connector, in words; None when the role does not send."""
+    role = _kv_role(args)
+    if role not in VLLM_SENDING_KV_ROLES:
+        return None
+    connector = _kv_transfer_value(args, "kv_connector")
+    return f"kv_role={role}" + (f", {connector}" if connector else "")
+
+
+def _kv_transfer_value(args: EngineArgs, key: str) -> str | None:
+    """One string field of vLLM's --kv-transfer-config. Its parser gathers the dotted words
+    (--kv-transfer-config.kv_role X) into one JSON value it appends after every other word, so where
+    any dotted word is given, that value replaces a whole --kv-transfer-config JSON, the key or not."""
     dotted = [i for i, word in enumerate(args.words) if word.split("=", 1)[0].startswith(_KV_TRANSFER_CONFIG + ".")]
     if dotted:
-        return args.value(_KV_TRANSFER_CONFIG + ".kv_role")
+        return args.value(f"{_KV_TRANSFER_CONFIG}.{key}")
     text = args.value(_KV_TRANSFER_CONFIG)
     if text is None:
         return None
     try:
         config = json.loads(text)
     except ValueError:
-        return None  # vLLM would refuse to start on it: no role to read
-    role = config.get("kv_role") if isinstance(config, dict) else None
-    return role if isinstance(role, str) else None
+        return None  # vLLM would refuse to start on it: nothing to read
+    value = config.get(key) if isinstance(config, dict) else None
+    return value if isinstance(value, str) else None
 
 
 def hint_from_argv(argv: list[str], cwd: str | None = None, cut: str | None = None) -> EngineHint | None:
@@ -171,6 +191,7 @@ def hint_from_argv(argv: list[str], cwd: str | None = None, cut: str | None = No
             ("--enable-server-load-tracking",), "--no-enable-server-load-tracking") is not None,
         data_parallel_engines=_data_parallel_engines(args) if kind is EngineKind.VLLM else None,
         api_servers=_api_servers(args) if kind is EngineKind.VLLM else None,
+        kv_producer=_kv_producer(args) if kind is EngineKind.VLLM else None,
         pipeline_parallel_size=(_positive(args.value("--pp-size", "--pipeline-parallel-size"), 1)
                                 if kind is EngineKind.SGLANG else None),
     )

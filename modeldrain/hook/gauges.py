@@ -239,6 +239,12 @@ RELEASE_RULES: dict[str, ReleaseRule] = {
         "vLLM with --enable-server-load-tracking",
         "with --enable-server-load-tracking, GET /load confirms an idle read",
         "an idle read stays idle only when GET /load also counts 0 (the API server's requests)."),
+    "vllm_kv_producer": ReleaseRule(
+        "vLLM with --kv-transfer-config kv_role kv_producer or kv_both (a prefill server of a split)",
+        "KV producer: held 480 s after the last request",
+        "its connector keeps a finished request's KV blocks for the decoder to pull, and no release exports how "
+        "many it holds: a zero reads busy until 480 s (vLLM's own send lease) after the last read that showed work "
+        "or a request finished, so under G <= 480 s it drains to the deadline. Nothing finished yet: idle at once."),
     "sglang_prefill_infight": ReleaseRule(
         "SGLang before sgl-project/sglang#5357, as a prefill server",
         "reads the \"infight\" spelling",

@@ -12,11 +12,13 @@ from typing import Callable
 
 from modeldrain.hook import exposition
 from modeldrain.hook.config import ReadConfig
+from modeldrain.hook.constants import KV_PRODUCER_HOLD_S
 from modeldrain.hook.engine import EngineHint
 from modeldrain.hook.fetch import FetchError, fetch
 from modeldrain.hook.foreign_body import not_an_engine
 from modeldrain.hook.freshness import Heartbeat, remembered, stale_zero
 from modeldrain.hook.gauges import DEFAULT_METRICS_PATH, EngineKind, Role, gauge_set
+from modeldrain.hook.kv_producer import ParkedSends
 from modeldrain.hook.outcome import Read, ReadOutcome
 from modeldrain.hook.release_trust import unset_refusal, untrusted
 from modeldrain.hook.server_load import LOAD_PATH, MAX_LOAD_BODY_BYTES, ServerLoadError, parse_server_load
@@ -169,7 +171,9 @@ class EngineReader:
     engine reads idle too (or, having answered before, now refuses: it has exited).
 
     It remembers the scheduler heartbeat of its latest read (modeldrain/hook/freshness.py): an idle read
-    whose heartbeat has not moved since is `stale`, never idle. One reader, read in order."""
+    whose heartbeat has not moved since is `stale`, never idle. A vLLM KV producer's idle read stands
+    only KV_PRODUCER_HOLD_S after the last read that showed work (modeldrain/hook/kv_producer.py):
+    `incomplete` before. One reader, read in order."""
 
     def __init__(self, config: ReadConfig, on_switch: Callable[[str], object] = lambda message: None):
         self._config = config
@@ -177,6 +181,8 @@ class EngineReader:
         self.target = config.target
         self._places = (config.target, *config.alternates)
         self._heartbeat: Heartbeat | None = None
+        producer = config.hint.kv_producer
+        self._sends = ParkedSends(producer, KV_PRODUCER_HOLD_S) if producer is not None else None
         self._guess_said = False
         self.answered = False  # some read of it got an HTTP answer
         self._others = tuple(EngineReader(other, on_switch) for other in config.others)
@@ -206,7 +212,10 @@ class EngineReader:
         self.answered = self.answered or read.http_status is not None
         stale = stale_zero(self._heartbeat, read)
         self._heartbeat = remembered(self._heartbeat, read)
-        return read if stale is None else replace(read, outcome=ReadOutcome.STALE, detail=stale)
+        if stale is not None:
+            read = replace(read, outcome=ReadOutcome.STALE, detail=stale)
+        parked = self._sends.observe(read) if self._sends is not None else None
+        return read if parked is None else replace(read, outcome=ReadOutcome.INCOMPLETE, detail=parked[:500])
 
     def _read_places(self, timeout_s: float) -> Read:
         read = self._read_every_place(timeout_s)

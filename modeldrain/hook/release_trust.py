@@ -30,6 +30,7 @@ from modeldrain.hook.gauges import PROCESS_START_METRIC, RELEASE_RULES, RESTART_
 
 DATA_PARALLEL_RULE = "vllm_dp_last_engine_only"
 PIPELINE_PARALLEL_RULE = "sglang_pipeline_parallel"
+KV_PRODUCER_RULE = "vllm_kv_producer"
 
 
 def _rule(key: str) -> str:
@@ -67,6 +68,8 @@ def start_words(hint: EngineHint) -> tuple[str, ...]:
     if hint.kind is EngineKind.VLLM and (hint.data_parallel_engines or 1) > 1:
         words.append(f"{hint.data_parallel_engines} data-parallel engine cores: every engine's series must be "
                      f"there, or the read is held ({_rule(DATA_PARALLEL_RULE)})")
+    if hint.kind is EngineKind.VLLM and hint.kv_producer is not None:
+        words.append(f"a KV producer ({hint.kv_producer}): {_rule(KV_PRODUCER_RULE)}")
     return tuple(words)
 
 

@@ -80,6 +80,29 @@ def test_vllm_multiprocess_that_served_nothing_drains_idle():
     assert "multiprocess" in run.event("read_state")["detail"]
 
 
+PRODUCER_CONFIG = ("--kv-transfer-config", '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}')
+
+
+def test_vllm_kv_producer_that_has_served_is_held_to_the_deadline_saying_why(tmp_path):
+    # Its request has left both gauges, but the connector may still hold its blocks for the decoder.
+    with EngineProcess(launch=LaunchShape.VLLM_CLI, launch_engine_args=PRODUCER_CONFIG) as engine:
+        engine.request("POST", "/v1/completions", {"duration_s": 0.1})
+        run = run_prestop(*FAST, "--proc-root", container_proc(tmp_path, engine))
+    assert run.code == 10, run.stderr
+    assert any("KV producer (kv_role=kv_producer, NixlConnector)" in rule
+               for rule in run.event("drain_started")["release_rules"])
+    held = [e for e in run.events if e["event"] == "read_state"]
+    assert held and all(e["outcome"] == "incomplete" and e["in_flight"] == 0 for e in held)
+    assert "no gauge counts them" in held[0]["detail"]
+
+
+def test_vllm_kv_producer_that_has_served_nothing_drains_idle(tmp_path):
+    with EngineProcess(launch=LaunchShape.VLLM_CLI, launch_engine_args=PRODUCER_CONFIG) as engine:
+        run = run_prestop(*FAST, "--proc-root", container_proc(tmp_path, engine))
+    assert run.code == 0, run.stderr
+    assert [e["outcome"] for e in run.events if e["event"] == "read_state"] == ["idle"]
+
+
 def test_sglang_without_enable_metrics_ends_at_once_naming_the_flag():
     with EngineProcess("--kind", "sglang", "--without-metrics") as engine:
         run = run_prestop(*FAST, "--port", str(engine.port), "--engine", "sglang")

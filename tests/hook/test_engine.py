@@ -139,6 +139,21 @@ def test_the_last_of_a_boolean_flag_and_its_negation_decides():
     assert hint_from_argv(SGLANG + ["--disaggregation-mode", "null", "--disaggregation_mode", "decode"]).role is Role.DECODE
 
 
+@pytest.mark.parametrize("words, producer", [
+    (["--kv-transfer-config", '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}'],
+     "kv_role=kv_producer, NixlConnector"),
+    (["--kv-transfer-config", '{"kv_connector":"MooncakeConnector","kv_role":"kv_both"}'],
+     "kv_role=kv_both, MooncakeConnector"),
+    (["--kv-transfer-config.kv_role", "kv_producer"], "kv_role=kv_producer"),
+    (["--kv-transfer-config", '{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}'], None),
+    (["--kv-transfer-config", "not json"], None),
+    ([], None),
+])
+def test_a_vllm_kv_producer_is_named_with_its_connector(words, producer):
+    hint = hint_from_argv(["vllm", "serve", "m", *words])
+    assert hint is not None and hint.kv_producer == producer
+
+
 def test_dotted_kv_transfer_words_replace_the_whole_json_as_vllm_gathers_them():
     # vLLM appends the dotted words' JSON after every other word: it replaces the full JSON, kv_role or not.
     argv = VLLM + ["--kv-transfer-config", '{"kv_role": "kv_producer"}', "--kv-transfer-config.kv_connector", "X"]
