@@ -4,9 +4,9 @@
 #
 #   build/images.sh [--platforms linux/amd64,linux/arm64] PROGRAM ARCHIVE
 #
-#   prestop          Dockerfile.hook              modeldrain/prestop:VERSION
-#   drain-sidecar    Dockerfile.sidecar           modeldrain/drain-sidecar:VERSION
-#   engine-emulator  emulation/engine.Dockerfile  modeldrain-test/engine-emulator:VERSION (test bed)
+#   prestop          Dockerfile.hook              localhost/modeldrain/prestop:VERSION
+#   drain-sidecar    Dockerfile.sidecar           localhost/modeldrain/drain-sidecar:VERSION
+#   engine-emulator  emulation/engine.Dockerfile  localhost/modeldrain-test/engine-emulator:VERSION (test bed)
 #
 # The Dockerfile's build stage ("build") is replaced by a folder holding what that stage
 # would leave in /out: build/image-root.sh run here, on the executable `make bundle` built
@@ -34,9 +34,9 @@ REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VERSION="$(sed -n 's/^__version__ = "\(.*\)"$/\1/p' "$REPO/modeldrain/hook/__init__.py")"
 
 case "$PROGRAM" in
-    prestop) DOCKERFILE=Dockerfile.hook; IMAGE="modeldrain/prestop:$VERSION" ;;
-    drain-sidecar) DOCKERFILE=Dockerfile.sidecar; IMAGE="modeldrain/drain-sidecar:$VERSION" ;;
-    engine-emulator) DOCKERFILE=emulation/engine.Dockerfile; IMAGE="modeldrain-test/engine-emulator:$VERSION" ;;
+    prestop) DOCKERFILE=Dockerfile.hook; IMAGE="localhost/modeldrain/prestop:$VERSION" ;;
+    drain-sidecar) DOCKERFILE=Dockerfile.sidecar; IMAGE="localhost/modeldrain/drain-sidecar:$VERSION" ;;
+    engine-emulator) DOCKERFILE=emulation/engine.Dockerfile; IMAGE="localhost/modeldrain-test/engine-emulator:$VERSION" ;;
     *) echo "usage: build/images.sh prestop|drain-sidecar|engine-emulator ARCHIVE" >&2; exit 2 ;;
 esac
 

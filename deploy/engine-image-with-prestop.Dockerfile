@@ -4,7 +4,7 @@
 #
 #   docker build -f deploy/engine-image-with-prestop.Dockerfile \
 #     -t registry.example.com/vllm-openai-prestop:v0.32.0 deploy/
-FROM modeldrain/prestop:0.1.0 AS prestop
+FROM localhost/modeldrain/prestop:0.1.0 AS prestop
 
 FROM vllm/vllm-openai:v0.32.0
 COPY --from=prestop /prestop /usr/local/bin/prestop

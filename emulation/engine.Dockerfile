@@ -4,7 +4,7 @@
 # sglang.launch_server`). The container tests run deploy/'s manifests with it where they name
 # vllm/vllm-openai or lmsysorg/sglang. Never shipped.
 #
-#   docker build -f emulation/engine.Dockerfile -t modeldrain-test/engine-emulator .
+#   docker build -f emulation/engine.Dockerfile -t localhost/modeldrain-test/engine-emulator .
 #
 # The container tests build it without a daemon, as `make images` builds the product's.
 

@@ -31,7 +31,7 @@ from modeldrain.lint.pod_templates import PodTemplate, templates_of
 
 # The container the drain hook sits on in every deploy/ manifest.
 ENGINE_CONTAINER = "engine"
-PRESTOP_IMAGE = "modeldrain/prestop:"  # its init containers run `prestop install DIR`
+PRESTOP_IMAGE = "localhost/modeldrain/prestop:"  # its init containers run `prestop install DIR`
 CLONE_NEWNS = 0x00020000  # <linux/sched.h>: a private copy of the mount table
 # What a container runtime gives a container as its own, writable (/dev/shm) or the kernel's: bound
 # recursively as they are, never made read-only.

@@ -26,7 +26,7 @@ set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 VERSION="$(sed -n 's/^__version__ = "\(.*\)"$/\1/p' "$REPO/modeldrain/hook/__init__.py")"
-EMULATOR_IMAGE="modeldrain-test/engine-emulator:$VERSION"
+EMULATOR_IMAGE="localhost/modeldrain-test/engine-emulator:$VERSION"
 ARCHIVES=(dist/images/prestop.tar dist/images/drain-sidecar.tar build/out/images/engine-emulator.tar)
 
 usage() { echo "usage: pod-env.sh setup|clean STORE [--tag NAME]... [--build NAME=DOCKERFILE]..." >&2; exit 2; }

@@ -1,6 +1,6 @@
 """The images `make images` writes: OCI archives podman loads, each a FROM-scratch root with the
 static executable, an empty /tmp (1777) and nothing else; no shell; a non-root user; and their
-own default command works (`docker run modeldrain/prestop:0.1.0` prints the version)."""
+own default command works (`docker run localhost/modeldrain/prestop:0.1.0` prints the version)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from tests.conftest import REPO
 
 pytestmark = [pytest.mark.containers, pytest.mark.timeout(900)]
 
-PRESTOP = f"modeldrain/prestop:{__version__}"
-SIDECAR = f"modeldrain/drain-sidecar:{__version__}"
+PRESTOP = f"localhost/modeldrain/prestop:{__version__}"
+SIDECAR = f"localhost/modeldrain/drain-sidecar:{__version__}"
 ENGINE = "vllm/vllm-openai:v0.32.0"  # the engine emulator's image, under the name deploy/ uses
 
 # image -> its whole root: path -> (type, mode)
@@ -78,6 +78,13 @@ def test_the_sidecar_image_runs_its_executable(podman):
     assert config["Entrypoint"] == ["/drain-sidecar"] and "8490/tcp" in config["ExposedPorts"]
     done = podman.run("run", "--rm", "--pull", "never", SIDECAR, "--version")
     assert done.stdout.strip() == f"drain-sidecar {__version__}"
+
+
+def test_podman_load_stores_each_image_under_the_name_the_manifests_use(podman):
+    """The archives' names are the ones deploy/ names, with their registry host: `localhost/`, never
+    a Docker Hub namespace (tests/deploy/test_image_names.py)."""
+    held = podman.output("images", "--format", "{{.Repository}}:{{.Tag}}").split()
+    assert {PRESTOP, SIDECAR} <= set(held)
 
 
 def test_an_archive_podman_load_rejects_is_an_error(podman, tmp_path):

@@ -30,8 +30,8 @@ PLATFORMS = "linux/amd64,linux/arm64"
 ARCHIVES = REPO / "dist" / "images" / "multiarch"
 # program -> (image, the archive make writes, what the image's command prints first)
 IMAGES = {
-    "prestop": (f"modeldrain/prestop:{__version__}", ARCHIVES / "prestop.tar", f"prestop {__version__} (static"),
-    "drain-sidecar": (f"modeldrain/drain-sidecar:{__version__}", ARCHIVES / "drain-sidecar.tar",
+    "prestop": (f"localhost/modeldrain/prestop:{__version__}", ARCHIVES / "prestop.tar", f"prestop {__version__} (static"),
+    "drain-sidecar": (f"localhost/modeldrain/drain-sidecar:{__version__}", ARCHIVES / "drain-sidecar.tar",
                       f"drain-sidecar {__version__}"),
 }
 INDEX_MEDIA_TYPE = "application/vnd.oci.image.index.v1+json"

@@ -24,8 +24,8 @@ DEPLOY = REPO / "deploy"
 NAMESPACE = DEFAULT_NAMESPACE  # the manifests name none: `kubectl apply -n NS` decides
 
 # The product's images, as the manifests name them.
-PRESTOP_IMAGE_REPO = "modeldrain/prestop"
-SIDECAR_IMAGE_REPO = "modeldrain/drain-sidecar"
+PRESTOP_IMAGE_REPO = "localhost/modeldrain/prestop"
+SIDECAR_IMAGE_REPO = "localhost/modeldrain/drain-sidecar"
 SIDECAR_PORT = 8490  # drain-sidecar's default port (docs/sidecar-api.md), as the manifests give it
 
 

@@ -20,6 +20,8 @@ from tests.conftest import REPO
 from tests.deploy import test_manifests as checks
 from tests.deploy.flows import CONTROLLER_NAMESPACE, World
 from tests.deploy.manifests import (
+    PRESTOP_IMAGE_REPO,
+    SIDECAR_IMAGE_REPO,
     Document,
     PodTemplate,
     is_sidecar_image,
@@ -364,14 +366,43 @@ def test_a_shipper_put_first_that_builds_is_found_by_lint(tmp_path):
         (manifest["spec"]["template"]["spec"]["containers"][1]["name"], "lifecycle.preStop")]
 
 
+DIGEST = "sha256:" + "a" * 64  # stands for README's "sha256:…", the digest you pushed
+
+
+def readme_images_entries() -> list[dict[str, str]]:
+    """README.md's kustomize `images:` entries, as a user copies them (their digest filled in)."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    blocks = [yaml.safe_load(block.split("```", 1)[0].replace("sha256:…", DIGEST)) for block in text.split("```yaml\n")[1:]]
+    (entries,) = [block["images"] for block in blocks if isinstance(block, dict) and "images" in block]
+    return entries
+
+
 def test_the_readmes_images_entry_points_every_product_image_at_your_registry(tmp_path):
     """Nothing is published: README.md's `images:` entries put your registry and digest on the
     images the components copy in (kustomize transforms them after the components' replacements)."""
-    digest = "sha256:" + "a" * 64
-    images = {"images": [{"name": name, "newName": f"registry.example.com/{name}", "digest": digest}
-                         for name in ("modeldrain/prestop", "modeldrain/drain-sidecar")]}
+    images = {"images": readme_images_entries()}
+    assert sorted(e["name"] for e in images["images"]) == sorted((PRESTOP_IMAGE_REPO, SIDECAR_IMAGE_REPO))
     done = build(case_dir(tmp_path, vllm_deployment(), ["grace-30", "vllm", "deployment", "sidecar"], images))
     assert done.returncode == 0, done.stderr
     spec = workload([d for d in yaml.safe_load_all(done.stdout) if d])["spec"]["template"]["spec"]
     assert sorted(c["image"] for c in spec["initContainers"]) == [
-        f"registry.example.com/modeldrain/drain-sidecar@{digest}", f"registry.example.com/modeldrain/prestop@{digest}"]
+        f"registry.example.com/modeldrain/drain-sidecar@{DIGEST}", f"registry.example.com/modeldrain/prestop@{DIGEST}"]
+
+
+@pytest.mark.parametrize("manifest", [p.name for p in sorted((REPO / "deploy").glob("*.yaml"))])
+def test_the_readmes_images_entries_point_each_deploy_manifest_at_your_registry(tmp_path, manifest):
+    """deploy/'s manifests used as they are: the same entries, in a kustomization beside a copy,
+    leave no product image on its local name."""
+    case = tmp_path / "case"
+    case.mkdir()
+    (case / manifest).write_text((REPO / "deploy" / manifest).read_text())
+    (case / "kustomization.yaml").write_text(yaml.safe_dump(
+        {"resources": [manifest], "images": readme_images_entries()}))
+    done = build(case)
+    assert done.returncode == 0, done.stderr
+    images = [c["image"] for d in yaml.safe_load_all(done.stdout) if d
+              for t in templates_of(d, manifest) for c in t.containers()]
+    product = [i for i in images if i.split("@")[0].rsplit("/", 1)[-1] in ("prestop", "drain-sidecar")]
+    assert product or manifest == "networkpolicy.yaml" or manifest == "pod-prestop-baked.yaml"
+    assert all(i.startswith("registry.example.com/modeldrain/") and i.endswith(f"@{DIGEST}") for i in product)
+    assert not [i for i in images if i.startswith("localhost/")]
