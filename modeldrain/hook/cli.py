@@ -18,9 +18,9 @@ from modeldrain.hook.exitcodes import ExitCode
 from modeldrain.hook.signals import Stopped, StopSignals
 
 if TYPE_CHECKING:
-    from modeldrain.hook.config import DrainConfig
     from modeldrain.hook.events import EventLog
     from modeldrain.hook.rerun import RunMarker
+    from modeldrain.hook.settings import DrainConfig
 
 EXIT_CODES_HELP = """\
 exit codes:

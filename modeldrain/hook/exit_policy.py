@@ -46,7 +46,7 @@ def full(reason: str) -> PolicyChoice:
 def policy_before_health(hint: EngineHint, *, following_leader: bool, other_engines: int = 0) -> PolicyChoice | None:
     """The full drain and why, from what the engine's argv and environment say; None when they allow
     following the engine's drain, which its /health must then confirm (policy_after_health).
-    `other_engines`: the container's other engine listeners (hook.config.ReadConfig.others), whose
+    `other_engines`: the container's other engine listeners (hook.settings.ReadConfig.others), whose
     requests one engine's own drain does not serve."""
     if following_leader:
         return full("a worker follows its leader's drain-sidecar")

@@ -11,7 +11,6 @@ from dataclasses import replace
 from typing import Callable
 
 from modeldrain.hook import exposition
-from modeldrain.hook.config import ReadConfig
 from modeldrain.hook.engine import EngineHint
 from modeldrain.hook.fetch import FetchError, fetch
 from modeldrain.hook.foreign_body import not_an_engine
@@ -20,7 +19,9 @@ from modeldrain.hook.gauges import DEFAULT_METRICS_PATH, EngineKind, Role, gauge
 from modeldrain.hook.outcome import Read, ReadOutcome
 from modeldrain.hook.release_trust import unset_refusal, untrusted
 from modeldrain.hook.server_load import LOAD_PATH, MAX_LOAD_BODY_BYTES, ServerLoadError, parse_server_load
+from modeldrain.hook.settings import ReadConfig
 from modeldrain.hook.target import GUESSED, Target
+from modeldrain.hook.work import measure
 
 
 def read_work(target: Target, hint: EngineHint, *, timeout_s: float, max_body_bytes: int) -> Read:
@@ -125,7 +126,7 @@ def _classify(fetched: Read, parsed: exposition.Exposition, hint: EngineHint) ->
     if kind is None:
         return replace(read, outcome=ReadOutcome.INCOMPLETE, detail="no vllm: or sglang: work metrics: engine unknown")
     envelope = gauge_set(kind, hint.role or parsed.sglang_role or Role.UNIFIED)
-    measured = exposition.measure(parsed, envelope)
+    measured = measure(parsed, envelope)
     read = replace(read, role=envelope.role, gauges=measured.gauges, missing=measured.missing)
     if measured.invalid:
         return replace(read, outcome=ReadOutcome.INVALID_VALUE,

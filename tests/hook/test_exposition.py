@@ -10,10 +10,10 @@ from modeldrain.hook.exposition import (
     READ_NAMES,
     ExpositionError,
     ParseTimeout,
-    measure,
     parse_whole,
 )
 from modeldrain.hook.gauges import EngineKind, Role, gauge_set
+from modeldrain.hook.work import measure
 
 OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"
 

@@ -6,11 +6,11 @@ from dataclasses import replace
 import pytest
 
 from emulation.raw_server import canned, hang, http_response
-from modeldrain.hook.config import ReadConfig
 from modeldrain.hook.engine import EngineHint
 from modeldrain.hook.gauges import EngineKind, Role
 from modeldrain.hook.outcome import ReadOutcome
 from modeldrain.hook.reader import EngineReader, read_work
+from modeldrain.hook.settings import ReadConfig
 from modeldrain.hook.target import UNKNOWN_PORT_SOURCE, Target
 
 IDLE = b"vllm:num_requests_running{engine=\"0\"} 0\nvllm:num_requests_waiting{engine=\"0\"} 0\n"
