@@ -43,6 +43,11 @@ from modeldrain.hook.settings import DrainConfig, ReadConfig
 from modeldrain.hook.target import UNKNOWN_PORT_SOURCE, Target, engine_hosts, on_hosts, usable_host
 from modeldrain.hook.token import read_token
 
+__all__ = [
+    "add_drain_flags", "add_leader_flags", "add_target_flags", "resolve_drain_config", "resolve_leader",
+    "resolve_read_config",
+]
+
 T = TypeVar("T")
 
 

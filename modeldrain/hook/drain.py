@@ -35,6 +35,8 @@ from modeldrain.hook.reader import EngineReader
 from modeldrain.hook.release_trust import start_words
 from modeldrain.hook.settings import DrainConfig
 
+__all__ = ["DrainFields", "DrainResult", "PROGRESS_LOG_INTERVAL_S", "run_drain"]
+
 # While busy, a changed in-flight count is logged at most this often: a timeline people can
 # follow in `kubectl logs`, not a line per poll.
 PROGRESS_LOG_INTERVAL_S = 5.0

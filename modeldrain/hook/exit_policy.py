@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from modeldrain.hook.engine import SGLANG_FORCE_SHUTDOWN_ENV, EngineHint
 from modeldrain.hook.gauges import EngineKind
 
+__all__ = ["ExitPolicy", "PolicyChoice", "policy_after_health", "policy_before_health"]
+
 # The /health status of a server that says it is serving.
 HEALTHY_STATUS = 200
 

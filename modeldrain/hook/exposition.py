@@ -53,6 +53,11 @@ from modeldrain.hook.outcome import LabelledSeries, LabelSet
 from modeldrain.hook.work import work_value
 from modeldrain.hook.work_names import WorkNameError, WorkTypes, refuse_disguised, suspect_line_starts
 
+__all__ = [
+    "CANDIDATE_SUBSTRINGS", "CANONICAL", "Exposition", "ExpositionError", "OPENMETRICS_CONTENT_TYPE", "ParseTimeout",
+    "READ_NAMES", "parse", "parse_whole",
+]
+
 OPENMETRICS_CONTENT_TYPE = "application/openmetrics-text"
 
 # The longest real line (vLLM's cache_config_info) has 1,061 characters and 37 labels; at 4096

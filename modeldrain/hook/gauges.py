@@ -13,6 +13,14 @@ import enum
 from dataclasses import dataclass
 from typing import Mapping
 
+__all__ = [
+    "ALL_WORK_METRIC_NAMES", "DEFAULT_METRICS_PATH", "DEFAULT_PORTS", "ENGINE_PREFIXES", "EngineKind", "GAUGE_SETS",
+    "GaugeSet", "NOT_WORK_GAUGES", "PROCESS_START_METRIC", "RELEASE_RULES", "RESTART_COUNTERS", "Role",
+    "SCHEDULER_HEARTBEATS", "SERIES_FILTERED", "SGLANG_GAUGES", "SGLANG_HTTP_ACTIVE", "SGLANG_HTTP_ACTIVE_GAUGE",
+    "SGLANG_HTTP_ROUTE_LABEL", "SGLANG_NOT_WORK_ROUTES", "SGLANG_PP_RANK_LABEL", "SGLANG_ROLE_LABEL",
+    "VLLM_ENGINE_LABEL", "VLLM_GAUGES", "WorkGauge", "gauge_set", "gauge_sets_of",
+]
+
 
 class EngineKind(enum.Enum):
     VLLM = "vllm"

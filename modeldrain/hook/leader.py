@@ -43,6 +43,11 @@ from modeldrain.hook.outcome import Read, ReadOutcome
 from modeldrain.hook.target import Target
 from modeldrain.hook.token import TokenFileError, read_tokens
 
+__all__ = [
+    "KnownLeader", "LEADER_MEMORY_PATH", "LeaderConfig", "LeaderIdentity", "LeaderReader", "MAX_ANSWER_BYTES",
+    "leader_from_env", "parse_leader_url",
+]
+
 WORK_PATH = "/v1/work"
 # The worker's own drain-sidecar's memory of its leader (hook.leader_memory): answered without an engine read.
 LEADER_MEMORY_PATH = "/v1/leader"

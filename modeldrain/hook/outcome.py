@@ -14,6 +14,8 @@ from typing import TypedDict
 
 from modeldrain.hook.gauges import EngineKind, Role
 
+__all__ = ["LabelSet", "LabelledSeries", "Read", "ReadFields", "ReadOutcome", "read_fields"]
+
 # One series' labels, sorted: how a series is told from its siblings between two reads.
 LabelSet = tuple[tuple[str, str], ...]
 # A counter's series as (labels, value) pairs, in body order.

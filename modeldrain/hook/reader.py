@@ -23,6 +23,8 @@ from modeldrain.hook.settings import ReadConfig
 from modeldrain.hook.target import GUESSED, Target
 from modeldrain.hook.work import measure
 
+__all__ = ["EngineReader", "classify_body", "read_work"]
+
 
 def read_work(target: Target, hint: EngineHint, *, timeout_s: float, max_body_bytes: int) -> Read:
     """Read the engine once, bounded by timeout_s, and classify what came back. Never raises:

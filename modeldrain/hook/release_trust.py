@@ -29,6 +29,8 @@ from modeldrain.hook.exposition import Exposition
 from modeldrain.hook.gauges import PROCESS_START_METRIC, RELEASE_RULES, RESTART_COUNTERS, EngineKind
 from modeldrain.hook.work import Measure
 
+__all__ = ["start_words", "unset_refusal", "untrusted"]
+
 DATA_PARALLEL_RULE = "vllm_dp_last_engine_only"
 PIPELINE_PARALLEL_RULE = "sglang_pipeline_parallel"
 

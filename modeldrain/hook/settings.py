@@ -13,6 +13,8 @@ from modeldrain.hook.leader import LeaderConfig
 from modeldrain.hook.rerun import FirstRun
 from modeldrain.hook.target import Target
 
+__all__ = ["DrainConfig", "ReadConfig"]
+
 
 @dataclass(frozen=True)
 class ReadConfig:

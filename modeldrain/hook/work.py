@@ -13,6 +13,8 @@ from typing import Mapping, Protocol
 
 from modeldrain.hook.gauges import SERIES_FILTERED, GaugeSet, WorkGauge, gauge_sets_of
 
+__all__ = ["Measure", "measure", "work_value"]
+
 
 class Series(Protocol):
     """What a parsed body gives to measure (exposition.Exposition)."""

@@ -23,6 +23,8 @@ from modeldrain.sidecar import constants
 from modeldrain.sidecar.auth import DEFAULT_OVERLAP_S, TokenFileError, read_token
 from modeldrain.sidecar.member import Member, PodIdentity, resolve_member
 
+__all__ = ["DEFAULT_LISTEN_PORT", "SidecarConfig", "resolve_config", "sidecar_parser"]
+
 # The Pod's containers share one network namespace, so the port must clash with nothing the
 # engine binds: not vLLM's 8000 or SGLang's 30000 (and the ports SGLang derives above it),
 # not 8080/9090 (proxies, Prometheus), not 9400 (NVIDIA's DCGM exporter), and below Linux's

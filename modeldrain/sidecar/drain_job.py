@@ -33,6 +33,8 @@ from modeldrain.sidecar.daemon_thread import run_in_daemon_thread
 from modeldrain.sidecar.drain_admission import DrainAdmission, Refusal
 from modeldrain.sidecar.drain_ledger import ABANDONED, DrainLedger
 
+__all__ = ["DrainJobs", "DrainRefused"]
+
 # A read of the engine, as the sidecar shares it: one that starts after this is called.
 FreshRead = Callable[[], Coroutine[Any, Any, Read]]
 

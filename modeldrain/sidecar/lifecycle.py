@@ -19,6 +19,8 @@ from modeldrain.hook.outcome import ReadOutcome
 from modeldrain.sidecar.coalescer import Coalescer
 from modeldrain.sidecar.sampler import NumberedRead
 
+__all__ = ["Lifecycle", "StopReason"]
+
 
 class StopReason(enum.Enum):
     ENGINE_GONE = "engine_gone"  # its listener refused a connection

@@ -36,6 +36,10 @@ from modeldrain.sidecar.connections import ConnectionCount, ConnectionWatch
 from modeldrain.sidecar.daemon_thread import run_in_daemon_thread
 from modeldrain.sidecar.metrics import SidecarMetrics
 
+__all__ = [
+    "EngineSampler", "Evidence", "Incarnation", "IncarnationTracker", "NumberedRead", "Observation", "RunTracker",
+]
+
 
 class Evidence(enum.Enum):
     START_TIME_CHANGED = "start_time_changed"

@@ -19,6 +19,8 @@ from modeldrain.sidecar.leader_watch import LeaderFields
 from modeldrain.sidecar.member import Member, PodIdentity
 from modeldrain.sidecar.sampler import NumberedRead
 
+__all__ = ["Identity", "SCHEMA_VERSION", "work_answer"]
+
 # Every response's `schema`: a client checks it before trusting the field layout. Bump the
 # version on any change a client could misread; adding an optional field is not one.
 # v2: the Pod named by namespace, name and UID; the engine's own command; the read's monotonic
