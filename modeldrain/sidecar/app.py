@@ -155,11 +155,11 @@ async def _authenticate(request: web.Request, handler: Handler) -> web.StreamRes
 async def work(request: web.Request) -> web.Response:
     service = request.app[APP_SERVICE]
     try:
-        sample = await asyncio.wait_for(service.coalescer.fresh(), service.work_wait_s)
+        numbered_read = await asyncio.wait_for(service.coalescer.fresh(), service.work_wait_s)
     except TimeoutError:
         raise ApiError(504, errors.READ_TIMEOUT,
                        f"no fresh read of the engine finished within {service.work_wait_s:g} s") from None
-    return _json(work_answer(service.identity, sample, command=await service.command.current(),
+    return _json(work_answer(service.identity, numbered_read, command=await service.command.current(),
                                terminating=service.lifecycle.terminating, draining=service.ledger.draining,
                                leader=service.leader.fields() if service.leader is not None else None))
 
