@@ -92,6 +92,6 @@ LWS_WORKER_INDEX_ENV = "LWS_WORKER_INDEX"
 LWS_GROUP_SIZE_ENV = "LWS_GROUP_SIZE"
 LWS_LEADER_ADDRESS_ENV = "LWS_LEADER_ADDRESS"
 
-# Two consecutive idle reads on complete envelopes: a single unlucky zero (a request between
+# Two consecutive idle reads, each with its whole gauge set: a single unlucky zero (a request between
 # its arrival and its admission to the queue) cannot end the drain.
 IDLE_READS_REQUIRED = 2

@@ -2,7 +2,7 @@
 
 SGLang keeps serving after SIGTERM (new requests included) and exits once it holds no request
 (tokenizer_manager's sigterm_watchdog, docs/engines.md): polling it to idle first buys nothing
-its SIGTERM does not do, and costs where its envelope cannot be read (a decode server that has
+its SIGTERM does not do, and costs where its gauge set cannot be read (a decode server that has
 served nothing publishes no gauges, so the poll runs to G - 20). So for an SGLang server whose
 SIGTERM will drain, `prestop` returns after the route wait (routers lag), whatever its gauges
 say. Its SIGTERM is an abort when SGL_FORCE_SHUTDOWN is set or when the server already reports

@@ -41,7 +41,7 @@ class Role(enum.Enum):
 
 @dataclass(frozen=True)
 class WorkGauge:
-    """One gauge of the envelope. Any of `names` satisfies it (a gauge renamed across releases).
+    """One gauge of a gauge set. Any of `names` satisfies it (a gauge renamed across releases).
 
     `optional`: counted when present, but its absence leaves the read complete: a gauge that the
     engine's older releases do not export, whose work those releases count elsewhere or not at all.
@@ -73,6 +73,9 @@ class WorkGauge:
 
 @dataclass(frozen=True)
 class GaugeSet:
+    """The work gauges of one engine and role: a complete read carries every required one (what the
+    spec calls a complete envelope: "both reads have to carry every expected gauge")."""
+
     kind: EngineKind
     role: Role
     gauges: tuple[WorkGauge, ...]
@@ -199,7 +202,7 @@ def gauge_sets_of(kind: EngineKind) -> list[GaugeSet]:
 
 
 def gauge_set(kind: EngineKind, role: Role = Role.UNIFIED) -> GaugeSet:
-    """The envelope for an engine and role. vLLM has no disaggregation role of its own here."""
+    """The gauge set for an engine and role. vLLM has no disaggregation role of its own here."""
     if kind is EngineKind.VLLM:
         role = Role.UNIFIED
     return GAUGE_SETS[(kind, role)]

@@ -23,8 +23,8 @@ LabelledSeries = tuple[tuple[LabelSet, float], ...]
 
 
 class ReadOutcome(enum.Enum):
-    IDLE = "idle"  # complete envelope, every gauge sums to zero
-    BUSY = "busy"  # complete envelope, work in flight
+    IDLE = "idle"  # the whole gauge set, every gauge sums to zero
+    BUSY = "busy"  # the whole gauge set, work in flight
     INCOMPLETE = "incomplete"  # a gauge of the set is missing, or the engine is unknown
     STALE = "stale"  # complete and zero, but the scheduler has not republished since the previous read
     TIMEOUT = "timeout"  # the read did not finish within its time

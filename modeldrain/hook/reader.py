@@ -127,9 +127,9 @@ def _classify(fetched: Read, parsed: exposition.Exposition, hint: EngineHint) ->
                    restart_counters=parsed.restart_counters, heartbeat=parsed.heartbeat(kind) if kind else None)
     if kind is None:
         return replace(read, outcome=ReadOutcome.INCOMPLETE, detail="no vllm: or sglang: work metrics: engine unknown")
-    envelope = gauge_set(kind, hint.role or parsed.sglang_role or Role.UNIFIED)
-    measured = measure(parsed, envelope)
-    read = replace(read, role=envelope.role, gauges=measured.gauges, missing=measured.missing)
+    expected = gauge_set(kind, hint.role or parsed.sglang_role or Role.UNIFIED)
+    measured = measure(parsed, expected)
+    read = replace(read, role=expected.role, gauges=measured.gauges, missing=measured.missing)
     if measured.invalid:
         return replace(read, outcome=ReadOutcome.INVALID_VALUE,
                        detail="negative, NaN or infinite value in " + ", ".join(measured.invalid))

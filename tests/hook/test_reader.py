@@ -99,7 +99,7 @@ def test_invalid_values_are_never_idle(serve):
     assert r.outcome is ReadOutcome.INVALID_VALUE and r.in_flight is None
 
 
-def test_hint_chooses_the_envelope(serve):
+def test_hint_chooses_the_gauge_set(serve):
     body = b"sglang:num_running_reqs 0\nsglang:num_queue_reqs 0\n"
     target = serve(canned(http_response(body)))
     assert read(target).outcome is ReadOutcome.IDLE
