@@ -240,7 +240,7 @@ def _sidecar_start_section(start: dict) -> list[str]:
 def _reading_section(reading: dict) -> list[str]:
     lines = ["### Reading an exposition: the hook's parse against prometheus-client's full parse", "",
              f"One process, {reading['rounds']} rounds, the two alternating (A B, then B A); each timing repeats "
-             "its function for ~0.1 s. *hook*: `hook.exposition.parse` + `measure` (vLLM's gauge set). *full "
+             "its function for ~0.1 s. *hook*: `hook.exposition.parse` + `hook.work.measure` (vLLM's gauge set). *full "
              "parse*: `prometheus_client.parser.text_string_to_metric_families` consumed in full, then the work "
              "gauges summed. Both give the same sum (checked). Median per read (min–max over rounds); the ratio "
              "is taken round by round.", ""]

@@ -27,6 +27,8 @@ HOOK_LAYERS: dict[str, int] = {
     "modeldrain.hook.foreign_body": 1, "modeldrain.hook.server_load": 1,
     # what each signal does to a drain (a stop, or ignored)
     "modeldrain.hook.signals": 1,
+    # series into work: the gauges applied to what a body holds
+    "modeldrain.hook.work": 1,
     # reading: argv, exposition, HTTP, the kernel's socket tables
     "modeldrain.hook.engine": 2, "modeldrain.hook.exposition": 2, "modeldrain.hook.fetch": 2,
     "modeldrain.hook.freshness": 2, "modeldrain.hook.kernel_sockets": 2,
@@ -37,10 +39,12 @@ HOOK_LAYERS: dict[str, int] = {
     "modeldrain.hook.leader": 3, "modeldrain.hook.release_trust": 3, "modeldrain.hook.listeners": 3,
     "modeldrain.hook.kv_producer": 3,
     "modeldrain.hook.held_connections": 3,
-    # the configuration: flags, annotations, argv, environment; what a worker's own sidecar remembers
-    "modeldrain.hook.config": 4, "modeldrain.hook.leader_memory": 4,
-    # the one reader bound to its configuration; the pure decisions over reads
-    "modeldrain.hook.reader": 5, "modeldrain.hook.decision": 5, "modeldrain.hook.exit_policy": 5,
+    # the configuration's frozen values; what a worker's own sidecar remembers
+    "modeldrain.hook.settings": 4, "modeldrain.hook.leader_memory": 4,
+    # the parser that builds the configuration from flags, annotations, argv, environment; the one
+    # reader bound to its configuration; the pure decisions over reads
+    "modeldrain.hook.config": 5, "modeldrain.hook.reader": 5, "modeldrain.hook.decision": 5,
+    "modeldrain.hook.exit_policy": 5,
     # the drain loop
     "modeldrain.hook.drain": 6,
     # entry points

@@ -22,8 +22,9 @@ from typing import Callable
 from prometheus_client.parser import text_string_to_metric_families
 
 from emulation.engine_process import EngineProcess
-from modeldrain.hook.exposition import measure, parse
+from modeldrain.hook.exposition import parse
 from modeldrain.hook.gauges import EngineKind, gauge_set
+from modeldrain.hook.work import measure
 
 BODIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("~50 KB: vLLM's families, padded (--body-kb 50)", ("--body-kb", "50")),

@@ -10,7 +10,7 @@ a real decode server and sglang-router pairing them (engines/pd.py), all on loop
    SAMPLE_INTERVAL_S; for each server it reports every queue gauge's peak, when each first read
    non-zero after the first send, and how long the gauges the hook reads for that server's role
    (modeldrain/hook/gauges.py) summed to zero while the client still had a request out;
-2. runs `prestop check` against each server (is its envelope complete);
+2. runs `prestop check` against each server (is its gauge set complete);
 3. deletes the decode server under load through emulation.kubelet.delete_pod with prestop (the
    policy drain_started logged, when SIGTERM came, when the engine exited, what was lost), then
    SIGTERMs the idle prefill server and times its exit; then the same with the roles swapped on
@@ -256,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     with PdPair(addon) as pair:
         results["start_s"] = {"prefill": pair.prefill.start_s, "decode": pair.decode.start_s,
                               "router": pair.router.start_s}
-        # Before anything is served: the decode server's envelope as the hook first sees it.
+        # Before anything is served: the decode server's gauge set as the hook first sees it.
         results["checks"]["decode_before_serving"] = prestop_check(pair.decode)
         results["checks"]["prefill_before_serving"] = prestop_check(pair.prefill)
         for burst in BURSTS:

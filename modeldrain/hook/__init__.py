@@ -4,4 +4,6 @@ Everything here is imported by the bundled hook, so every module keeps its impor
 the standard library plus prometheus-client's exposition parser.
 """
 
+__all__ = ["__version__"]
+
 __version__ = "0.1.0"

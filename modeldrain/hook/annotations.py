@@ -12,6 +12,11 @@ import re
 
 from modeldrain.hook.files import SmallFileError, read_small_file
 
+__all__ = [
+    "AnnotationsError", "DEFAULT_ANNOTATIONS_FILE", "PATH_ANNOTATION", "PORT_ANNOTATION", "SCHEME_ANNOTATION",
+    "default_annotations_file", "go_unquote", "parse_annotations", "read_annotations",
+]
+
 # Where deploy/'s manifests mount the downward-API annotations volume; absent outside a Pod.
 DEFAULT_ANNOTATIONS_FILE = "/etc/podinfo/annotations"
 

@@ -25,6 +25,11 @@ import sys
 import time
 from typing import Mapping, TypedDict, cast
 
+__all__ = [
+    "BUILD_STAMP_FILE", "STATICX_PROG_PATH_ENV", "build_description", "executable_path", "is_bundle", "is_static",
+    "launcher_paths", "read_build_stamp", "remove_stale_unpack_dirs", "stale_unpack_dirs", "tree_bytes",
+]
+
 # staticx tells the program it runs where the exec'd file is (its realpath).
 STATICX_PROG_PATH_ENV = "STATICX_PROG_PATH"
 

@@ -18,9 +18,11 @@ from modeldrain.hook.exitcodes import ExitCode
 from modeldrain.hook.signals import Stopped, StopSignals
 
 if TYPE_CHECKING:
-    from modeldrain.hook.config import DrainConfig
     from modeldrain.hook.events import EventLog
     from modeldrain.hook.rerun import RunMarker
+    from modeldrain.hook.settings import DrainConfig
+
+__all__ = ["check_parser", "drain_parser", "main"]
 
 EXIT_CODES_HELP = """\
 exit codes:
@@ -79,7 +81,7 @@ def _ensure_standard_streams() -> None:
         sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
 
 
-def _drain_parser() -> argparse.ArgumentParser:
+def drain_parser() -> argparse.ArgumentParser:
     from modeldrain.hook.config import add_drain_flags, add_target_flags
     from modeldrain.hook.flags import Parser
 
@@ -97,7 +99,7 @@ def _drain_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _check_parser() -> argparse.ArgumentParser:
+def check_parser() -> argparse.ArgumentParser:
     from modeldrain.hook.config import add_leader_flags, add_target_flags
     from modeldrain.hook.flags import Parser
 
@@ -132,7 +134,7 @@ def drain_command(argv: list[str]) -> int:
         from modeldrain.hook.config import resolve_drain_config
         from modeldrain.hook.drain import run_drain
 
-        args = _drain_parser().parse_args(argv)
+        args = drain_parser().parse_args(argv)
         mirror_path, mirror_off = mirror_for(None if args.quiet else args.log_mirror)
         log = EventLog("prestop", started_at=started_at, mirror_path=mirror_path, mirror_off=mirror_off)
         _remove_leftovers(log)
@@ -209,7 +211,7 @@ def check_command(argv: list[str]) -> int:
     from modeldrain.hook.outcome import ReadOutcome, read_fields
     from modeldrain.hook.reader import EngineReader
 
-    args = _check_parser().parse_args(argv)
+    args = check_parser().parse_args(argv)
     config = resolve_read_config(args)
     warnings = list(config.warnings)
     leader = resolve_leader(args, os.environ, warnings)

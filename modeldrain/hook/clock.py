@@ -17,6 +17,8 @@ import time
 
 from modeldrain.hook.bundle import launcher_paths
 
+__all__ = ["exec_root_pid", "exec_started_at", "launcher_identities", "parent_pid", "process_start_boottime"]
+
 # staticx's launcher, then PyInstaller's onefile bootloader: at most two processes stand
 # between the exec and Python. Walking further could reach something that is not ours.
 MAX_LAUNCHER_DEPTH = 2

@@ -4,6 +4,14 @@ The hook and the sidecar import these; nothing restates them. The first four are
 operator's own constants (spec "Drain window"); the rest are ours.
 """
 
+__all__ = [
+    "ADMITTED_GRACE_MAX_S", "ADMITTED_GRACE_MIN_S", "BUSY_POLL_INTERVAL_S", "BUSY_READ_ENGINE_SHARE", "DEFAULT_GRACE_S",
+    "EXIT_RESERVE_S", "HEALTH_READ_TIMEOUT_S", "IDLE_CONFIRM_GAP_S", "IDLE_READS_REQUIRED", "KV_PRODUCER_HOLD_S",
+    "LOAD_COUNTED_CONFIRM_GAP_S", "LWS_GROUP_SIZE_ENV", "LWS_LEADER_ADDRESS_ENV", "LWS_WORKER_INDEX_ENV",
+    "MAX_BODY_BYTES", "MAX_TOKEN_FILE_BYTES", "POLL_INTERVAL_S", "READ_TIMEOUT_S", "ROUTE_WAIT_S", "SIDECAR_PORT",
+    "SIDECAR_SCHEMA", "SIDECAR_SCHEMAS_READ", "SPLIT_ROLE_EXIT_RESERVE_S",
+]
+
 # Every supported router drops a replica on its deletion timestamp, but one may pick it
 # in the instant before it learns of the delete; the first 5 s is where that request lands.
 ROUTE_WAIT_S = 5.0
@@ -93,6 +101,6 @@ LWS_WORKER_INDEX_ENV = "LWS_WORKER_INDEX"
 LWS_GROUP_SIZE_ENV = "LWS_GROUP_SIZE"
 LWS_LEADER_ADDRESS_ENV = "LWS_LEADER_ADDRESS"
 
-# Two consecutive idle reads on complete envelopes: a single unlucky zero (a request between
+# Two consecutive idle reads, each with its whole gauge set: a single unlucky zero (a request between
 # its arrival and its admission to the queue) cannot end the drain.
 IDLE_READS_REQUIRED = 2

@@ -21,6 +21,11 @@ from modeldrain.hook.exitcodes import ExitCode
 from modeldrain.hook.gauges import Role
 from modeldrain.hook.outcome import Read, ReadOutcome
 
+__all__ = [
+    "DrainOutcome", "DrainPlan", "DrainState", "ExitReserve", "Finish", "ReadAt", "after_read", "busy_spacing_s",
+    "exit_reserve_for", "next_step", "reserve_after_read",
+]
+
 
 class DrainOutcome(enum.Enum):
     IDLE = "idle"  # two consecutive complete idle reads: exit 0

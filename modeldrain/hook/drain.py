@@ -12,7 +12,6 @@ from dataclasses import dataclass, replace
 from typing import Callable, Protocol, TypedDict
 
 from modeldrain.hook import __version__, constants
-from modeldrain.hook.config import DrainConfig
 from modeldrain.hook.decision import (
     DrainOutcome,
     DrainPlan,
@@ -34,6 +33,9 @@ from modeldrain.hook.leader_memory import recall_leader
 from modeldrain.hook.outcome import Read, ReadOutcome, read_fields
 from modeldrain.hook.reader import EngineReader
 from modeldrain.hook.release_trust import start_words
+from modeldrain.hook.settings import DrainConfig
+
+__all__ = ["DrainFields", "DrainResult", "PROGRESS_LOG_INTERVAL_S", "run_drain"]
 
 # While busy, a changed in-flight count is logged at most this often: a timeline people can
 # follow in `kubectl logs`, not a line per poll.

@@ -17,6 +17,11 @@ from modeldrain.hook.engine_argv import EngineArgs
 from modeldrain.hook.flags import parse_port
 from modeldrain.hook.gauges import EngineKind, Role
 
+__all__ = [
+    "EngineHint", "PROC_ROOT_ENV", "SGLANG_FORCE_SHUTDOWN_ENV", "default_proc_root", "engine_invocation", "engine_kind",
+    "engine_processes", "force_shutdown_of", "hint_from_argv", "hint_from_proc", "hint_of", "python_program",
+]
+
 # Where the engine's argv is read: this PID namespace's /proc, which in a Pod shows the engine.
 PROC_ROOT = "/proc"
 # An engine's command line is read whole up to this (Linux caps argv at a quarter of the stack

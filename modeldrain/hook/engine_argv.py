@@ -34,6 +34,8 @@ from typing import Any, Mapping, NoReturn, Sequence
 from modeldrain.hook.files import SmallFileError, read_small_file
 from modeldrain.hook.gauges import EngineKind
 
+__all__ = ["EngineArgs"]
+
 CONFIG_FLAG = "--config"
 _NAME_UP_TO_DOT = re.compile(r"(?<=^--)[^.=]*")
 

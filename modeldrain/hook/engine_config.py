@@ -23,6 +23,8 @@ from typing import Any, Container
 
 import yaml
 
+__all__ = ["ConfigUnreadable", "MAX_CONFIG_FILE_BYTES", "config_words", "load_config"]
+
 # vLLM's and SGLang's config files are a screenful of flags; a file this large is not one.
 MAX_CONFIG_FILE_BYTES = 64 * 1024
 # Nodes of the document with every alias expanded: a flat file of flags has a few dozen.

@@ -22,6 +22,11 @@ import stat
 import time
 from typing import Any
 
+__all__ = [
+    "CONTAINER_LOG", "EventLog", "MAX_FIELD_CHARS", "MAX_LINE_BYTES", "Sink", "WRITE_WAIT_S", "fit_line", "mirror_for",
+    "utc_timestamp",
+]
+
 # PID 1's stdout is the container's log stream when the hook runs inside the container.
 CONTAINER_LOG = "/proc/1/fd/1"
 # Why the mirror is off for a hook run by hand: a person at a terminal reads stderr already, and

@@ -2,7 +2,7 @@
 
 SGLang keeps serving after SIGTERM (new requests included) and exits once it holds no request
 (tokenizer_manager's sigterm_watchdog, docs/engines.md): polling it to idle first buys nothing
-its SIGTERM does not do, and costs where its envelope cannot be read (a decode server that has
+its SIGTERM does not do, and costs where its gauge set cannot be read (a decode server that has
 served nothing publishes no gauges, so the poll runs to G - 20). So for an SGLang server whose
 SIGTERM will drain, `prestop` returns after the route wait (routers lag), whatever its gauges
 say. Its SIGTERM is an abort when SGL_FORCE_SHUTDOWN is set or when the server already reports
@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 from modeldrain.hook.engine import SGLANG_FORCE_SHUTDOWN_ENV, EngineHint
 from modeldrain.hook.gauges import EngineKind
+
+__all__ = ["ExitPolicy", "PolicyChoice", "policy_after_health", "policy_before_health"]
 
 # The /health status of a server that says it is serving.
 HEALTHY_STATUS = 200
@@ -46,7 +48,7 @@ def full(reason: str) -> PolicyChoice:
 def policy_before_health(hint: EngineHint, *, following_leader: bool, other_engines: int = 0) -> PolicyChoice | None:
     """The full drain and why, from what the engine's argv and environment say; None when they allow
     following the engine's drain, which its /health must then confirm (policy_after_health).
-    `other_engines`: the container's other engine listeners (hook.config.ReadConfig.others), whose
+    `other_engines`: the container's other engine listeners (hook.settings.ReadConfig.others), whose
     requests one engine's own drain does not serve."""
     if following_leader:
         return full("a worker follows its leader's drain-sidecar")

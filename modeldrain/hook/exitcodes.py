@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import enum
 
+__all__ = ["ExitCode"]
+
 
 class ExitCode(enum.IntEnum):
     OK = 0  # drained idle; a check read idle; installed; stopped cleanly

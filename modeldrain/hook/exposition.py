@@ -1,4 +1,6 @@
-"""Turn a /metrics body into the few samples the drain needs: fast, exact where it decides, bounded.
+"""Turn a /metrics body into the few series the drain needs: fast, exact where it decides, bounded.
+
+What the series count as work is work.py's to say (measure); this module only reads them.
 
 The oracle is prometheus-client's own parse of the whole body, then the samples named as the
 gauges are. Whatever this module reports idle, that parse reads idle too; busy or incomplete
@@ -41,18 +43,20 @@ from modeldrain.hook.gauges import (
     PROCESS_START_METRIC,
     RESTART_COUNTERS,
     SCHEDULER_HEARTBEATS,
-    SERIES_FILTERED,
     SGLANG_PP_RANK_LABEL,
     SGLANG_ROLE_LABEL,
     VLLM_ENGINE_LABEL,
     EngineKind,
-    GaugeSet,
     Role,
-    WorkGauge,
-    gauge_sets_of,
 )
 from modeldrain.hook.outcome import LabelledSeries, LabelSet
+from modeldrain.hook.work import work_value
 from modeldrain.hook.work_names import WorkNameError, WorkTypes, refuse_disguised, suspect_line_starts
+
+__all__ = [
+    "CANDIDATE_SUBSTRINGS", "CANONICAL", "Exposition", "ExpositionError", "OPENMETRICS_CONTENT_TYPE", "ParseTimeout",
+    "READ_NAMES", "parse", "parse_whole",
+]
 
 OPENMETRICS_CONTENT_TYPE = "application/openmetrics-text"
 
@@ -116,7 +120,7 @@ class Sample:
 @dataclass(frozen=True)
 class Exposition:
     """The wanted samples of one body: metric name -> values of its series, in body order (a series
-    its gauge names as holding no work, as 0: gauges.WorkGauge.holds_work)."""
+    its gauge names as holding no work, as 0: work.work_value)."""
 
     series: dict[str, tuple[float, ...]]
     kind: EngineKind | None  # from the wanted samples' prefixes, when they name one engine
@@ -152,26 +156,6 @@ class Exposition:
         return tuple(zip(self.labels.get(name, ()), self.series[name], strict=True))
 
 
-@dataclass(frozen=True)
-class Measure:
-    """A gauge set applied to an exposition."""
-
-    gauges: dict[str, float]
-    missing: tuple[str, ...]
-    invalid: tuple[str, ...]  # gauges with a negative, NaN or infinite series
-    overlapping: frozenset[str] = frozenset()  # gauges that count requests the others count too
-    unset: tuple[str, ...] = ()  # required gauges declared with no series (Exposition.declared_unset)
-
-    @property
-    def in_flight(self) -> float | None:
-        """The sum of the gauges, but a gauge that overlaps the others (WorkGauge.overlaps) is a
-        floor under that sum, not a term of it. Zero exactly when every gauge reads zero."""
-        if self.invalid:
-            return None
-        own = sum(v for n, v in self.gauges.items() if n not in self.overlapping)
-        return max([own, *(v for n, v in self.gauges.items() if n in self.overlapping)])
-
-
 def parse(body: bytes, content_type: str = "", *, deadline_at: float) -> Exposition:
     """The wanted samples, read on the lines that matter (the fast path); raises ExpositionError."""
     text, openmetrics, parse_by = _prepare(body, content_type, deadline_at)
@@ -192,44 +176,6 @@ def parse_whole(body: bytes, content_type: str = "", *, deadline_at: float) -> E
     text, openmetrics, parse_by = _prepare(body, content_type, deadline_at)
     samples, declared = _parse_lines(io.StringIO(text), openmetrics, parse_by)
     return _exposition(samples, declared, whole_body=True)
-
-
-def measure(exposition: Exposition, gauges: GaugeSet) -> Measure:
-    """Sum every series of every gauge of the set; note what is missing or invalid.
-
-    The set's gauges must all be present; the engine's other work gauges (an SGLang role's queues
-    on a server whose role is not known) are summed when present, so that no queue holding work
-    is left out by a role read wrong.
-    """
-    sums: dict[str, float] = {}
-    missing: list[str] = []
-    invalid: list[str] = []
-    overlapping: set[str] = set()
-    unset: list[str] = []
-    required = {gauge.name for gauge in gauges.required}
-    for gauge in _gauges_of_kind(gauges):
-        values = [v for n in gauge.names for v in exposition.series.get(n, ())]
-        if not values:
-            if gauge.name in required:
-                declared = any(n in exposition.declared_unset for n in gauge.names)
-                (unset if declared else missing).append(gauge.name)
-            continue
-        if any(not math.isfinite(v) or v < 0 for v in values):
-            invalid.append(gauge.name)
-        sums[gauge.name] = sum(values)
-        if gauge.overlaps:
-            overlapping.add(gauge.name)
-    return Measure(gauges=sums, missing=tuple(missing), invalid=tuple(invalid), overlapping=frozenset(overlapping),
-                   unset=tuple(unset))
-
-
-def _gauges_of_kind(gauges: GaugeSet) -> list[WorkGauge]:
-    """The set's gauges first, then every other work gauge of the same engine, each once."""
-    seen: dict[str, WorkGauge] = {g.name: g for g in gauges.gauges}
-    for other in gauge_sets_of(gauges.kind):
-        for gauge in other.gauges:
-            seen.setdefault(gauge.name, gauge)
-    return list(seen.values())
 
 
 def _prepare(body: bytes, content_type: str, deadline_at: float) -> tuple[str, bool, float]:
@@ -332,7 +278,7 @@ def _parse_lines(lines: Iterable[str], openmetrics: bool, deadline_at: float) ->
             for sample in family.samples:
                 name = CANONICAL.get(sample.name)
                 if name is not None:
-                    samples.append(Sample(name, _work_value(name, sample.labels, _as_float(sample.value)),
+                    samples.append(Sample(name, work_value(name, sample.labels, _as_float(sample.value)),
                                           sample.labels.get(SGLANG_ROLE_LABEL),
                                           sample.labels.get(VLLM_ENGINE_LABEL), sample.labels.get(SGLANG_PP_RANK_LABEL),
                                           tuple(sorted(sample.labels.items()))))
@@ -350,15 +296,6 @@ def _parse_lines(lines: Iterable[str], openmetrics: bool, deadline_at: float) ->
     # A declaration the body ends on may be one cut before its samples: never read as unset.
     declared.discard(last_family)
     return samples, frozenset(declared)
-
-
-def _work_value(name: str, labels: dict[str, str], value: float) -> float:
-    """A series its gauge names as holding no work (gauges.WorkGauge.holds_work) reads 0; a value
-    no gauge may have (negative, NaN, infinite) is kept, for the read to be invalid."""
-    gauge = SERIES_FILTERED.get(name)
-    if gauge is None or gauge.holds_work(labels) or not math.isfinite(value) or value < 0:
-        return value
-    return 0.0
 
 
 def _as_float(value: object) -> float:

@@ -23,6 +23,8 @@ from modeldrain.hook import __version__, framing
 from modeldrain.hook.outcome import ReadOutcome
 from modeldrain.hook.target import Target
 
+__all__ = ["FetchError", "fetch"]
+
 # Ask for the classic text format only. prometheus-client's servers (vLLM's and SGLang's) pick
 # OpenMetrics whenever the Accept header names it, whatever its q-value, and prometheus-client
 # 0.26 then escapes the colons of sample names (vllm_num_requests_running) but not of their

@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import stat
 
+__all__ = ["FileTooLargeError", "SmallFileError", "read_small_file"]
+
 
 class SmallFileError(OSError):
     """The file cannot be read as a small regular file; the message says why, for a person."""

@@ -20,6 +20,11 @@ from typing import Callable, NoReturn, TypeVar
 from modeldrain.hook.exitcodes import ExitCode
 from modeldrain.hook.gauges import EngineKind, Role
 
+__all__ = [
+    "MAX_SECONDS", "Parser", "arg", "parse_engine", "parse_listen", "parse_path", "parse_port", "parse_role",
+    "parse_scheme", "parse_seconds", "parse_whole_number", "seconds_arg", "whole_number_arg",
+]
+
 T = TypeVar("T")
 
 # Longer than any Pod's grace or any sensible wait (11.5 days), short enough that every

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from modeldrain.hook.gauges import ENGINE_PREFIXES, SGLANG_GAUGES, VLLM_GAUGES
 
+__all__ = ["NOT_AN_ENGINE", "not_an_engine"]
+
 # drain-sidecar's own metrics (modeldrain/sidecar/metrics.py) all start with this.
 SIDECAR_METRIC_PREFIX = b"modeldrain_sidecar_"
 # How far into a body to look for what it is: its first bytes say JSON or HTML.

@@ -32,6 +32,11 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+__all__ = [
+    "BodyTooLarge", "Head", "MAX_LINE_BYTES", "MalformedResponse", "TruncatedResponse", "framing", "read_body",
+    "read_head",
+]
+
 # What http.client allows a status or field line, and a response's field lines.
 MAX_LINE_BYTES = 65536
 MAX_FIELDS = 100

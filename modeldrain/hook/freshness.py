@@ -24,6 +24,8 @@ import math
 from modeldrain.hook.gauges import SCHEDULER_HEARTBEATS
 from modeldrain.hook.outcome import LabelledSeries, Read, ReadOutcome
 
+__all__ = ["Heartbeat", "WITHOUT_HEARTBEAT", "remembered", "stale_zero"]
+
 Heartbeat = LabelledSeries
 # What the reader remembers of a complete read whose body carried no heartbeat: "seen without",
 # unlike None, "no complete read yet". A counter that appears after such a read has not moved.

@@ -13,6 +13,14 @@ import enum
 from dataclasses import dataclass
 from typing import Mapping
 
+__all__ = [
+    "ALL_WORK_METRIC_NAMES", "DEFAULT_METRICS_PATH", "DEFAULT_PORTS", "ENGINE_PREFIXES", "EngineKind", "GAUGE_SETS",
+    "GaugeSet", "NOT_WORK_GAUGES", "PROCESS_START_METRIC", "RELEASE_RULES", "RESTART_COUNTERS", "Role",
+    "SCHEDULER_HEARTBEATS", "SERIES_FILTERED", "SGLANG_GAUGES", "SGLANG_HTTP_ACTIVE", "SGLANG_HTTP_ACTIVE_GAUGE",
+    "SGLANG_HTTP_ROUTE_LABEL", "SGLANG_NOT_WORK_ROUTES", "SGLANG_PP_RANK_LABEL", "SGLANG_ROLE_LABEL",
+    "VLLM_ENGINE_LABEL", "VLLM_GAUGES", "WorkGauge", "gauge_set", "gauge_sets_of",
+]
+
 
 class EngineKind(enum.Enum):
     VLLM = "vllm"
@@ -33,7 +41,7 @@ class Role(enum.Enum):
 
 @dataclass(frozen=True)
 class WorkGauge:
-    """One gauge of the envelope. Any of `names` satisfies it (a gauge renamed across releases).
+    """One gauge of a gauge set. Any of `names` satisfies it (a gauge renamed across releases).
 
     `optional`: counted when present, but its absence leaves the read complete: a gauge that the
     engine's older releases do not export, whose work those releases count elsewhere or not at all.
@@ -65,6 +73,9 @@ class WorkGauge:
 
 @dataclass(frozen=True)
 class GaugeSet:
+    """The work gauges of one engine and role: a complete read carries every required one (what the
+    spec calls a complete envelope: "both reads have to carry every expected gauge")."""
+
     kind: EngineKind
     role: Role
     gauges: tuple[WorkGauge, ...]
@@ -191,7 +202,7 @@ def gauge_sets_of(kind: EngineKind) -> list[GaugeSet]:
 
 
 def gauge_set(kind: EngineKind, role: Role = Role.UNIFIED) -> GaugeSet:
-    """The envelope for an engine and role. vLLM has no disaggregation role of its own here."""
+    """The gauge set for an engine and role. vLLM has no disaggregation role of its own here."""
     if kind is EngineKind.VLLM:
         role = Role.UNIFIED
     return GAUGE_SETS[(kind, role)]

@@ -23,6 +23,8 @@ from typing import Any
 
 from modeldrain.hook.kernel_sockets import STATE_ESTABLISHED, KernelSocket, KernelSocketError, sockets
 
+__all__ = ["HeldConnections"]
+
 # This namespace's tables: /proc/net is the reading process's own network namespace, the Pod's.
 NET_PROC_ROOT = "/proc"
 _LOOPBACK_V4 = 127

@@ -23,6 +23,8 @@ from modeldrain.hook.bundle import executable_path
 from modeldrain.hook.exitcodes import ExitCode
 from modeldrain.hook.flags import Parser
 
+__all__ = ["InstallError", "TMP_MODE", "TMP_SUBDIR", "install", "install_executable"]
+
 EXECUTABLE_NAME = "prestop"
 EXECUTABLE_MODE = 0o755  # the engine container may run as any user: all may execute
 

@@ -25,6 +25,11 @@ from typing import Collection, Iterable
 
 from modeldrain.hook.files import FileTooLargeError, SmallFileError, read_small_file
 
+__all__ = [
+    "KernelSocket", "KernelSocketError", "MAX_TABLE_BYTES", "STATE_ESTABLISHED", "STATE_LISTEN", "Unsent",
+    "packed_address", "read_kernel_table", "sockets", "unsent_bytes",
+]
+
 # The kernel's table header starts so; anything else is not the table we know.
 HEADER_START = "sl"
 # The kernel's TCP states (include/net/tcp_states.h), as the table prints them.

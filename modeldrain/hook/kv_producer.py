@@ -23,6 +23,8 @@ import math
 from modeldrain.hook.gauges import RESTART_COUNTERS, EngineKind
 from modeldrain.hook.outcome import Read, ReadOutcome
 
+__all__ = ["FINISHED_COUNTER", "ParkedSends"]
+
 FINISHED_COUNTER = RESTART_COUNTERS[EngineKind.VLLM]
 
 

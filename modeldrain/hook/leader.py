@@ -4,7 +4,7 @@ In a leader-served replica only the leader serves metrics (a vLLM --headless wor
 API server; an SGLang node of rank 1 or more serves a health stub), yet every worker holds
 shards the leader's running requests need. So a worker's hook reads the leader's
 `GET /v1/work` instead of its own engine, and returns when the leader reads idle twice (fresh
-reads, complete envelopes, the same sidecar and engine process), when the leader is gone (its
+reads, whole gauge sets, the same sidecar and engine process), when the leader is gone (its
 sidecar refuses, its name no longer resolves, or its own engine is gone), or at the worker's
 deadline. Every answer becomes a `Read`, so the drain's rules are the same ones.
 
@@ -42,6 +42,11 @@ from modeldrain.hook.flags import parse_port, parse_whole_number
 from modeldrain.hook.outcome import Read, ReadOutcome
 from modeldrain.hook.target import Target
 from modeldrain.hook.token import TokenFileError, read_tokens
+
+__all__ = [
+    "KnownLeader", "LEADER_MEMORY_PATH", "LeaderConfig", "LeaderIdentity", "LeaderReader", "MAX_ANSWER_BYTES",
+    "leader_from_env", "parse_leader_url",
+]
 
 WORK_PATH = "/v1/work"
 # The worker's own drain-sidecar's memory of its leader (hook.leader_memory): answered without an engine read.
@@ -166,7 +171,7 @@ class LeaderReader:
             try:
                 candidates = list(self._tokens())
             except TokenFileError as exc:
-                return _read(ReadOutcome.UNAVAILABLE, f"--leader-token-file: {exc}")
+                return _leader_read(ReadOutcome.UNAVAILABLE, f"--leader-token-file: {exc}")
         try:
             for attempt, token in enumerate(candidates[:2]):  # the token, and one retry with the other
                 headers = {} if token is None else {"Authorization": f"Bearer {token.decode('ascii')}"}
@@ -182,12 +187,12 @@ class LeaderReader:
         except FetchError as exc:
             if exc.outcome is ReadOutcome.REFUSED:
                 known = f" ({self._known.said()})" if self._known is not None and self._last is None else ""
-                return _read(ReadOutcome.REFUSED, f"the leader's drain-sidecar: {exc.detail}{known}")
+                return _leader_read(ReadOutcome.REFUSED, f"the leader's drain-sidecar: {exc.detail}{known}")
             if exc.outcome in (ReadOutcome.HTTP_ERROR, ReadOutcome.TLS_ERROR):
                 # Its token, its limits, a wrong URL: wait (the worker's deadline bounds it), and say so.
-                return _read(ReadOutcome.UNAVAILABLE, f"the leader's drain-sidecar answered {exc.detail}",
-                             http_status=exc.status)
-            return _read(exc.outcome, f"leader: {exc.detail}", http_status=exc.status)
+                return _leader_read(ReadOutcome.UNAVAILABLE, f"the leader's drain-sidecar answered {exc.detail}",
+                                    http_status=exc.status)
+            return _leader_read(exc.outcome, f"leader: {exc.detail}", http_status=exc.status)
         raise AssertionError("unreachable: every attempt returns or raises")
 
     def _tokens(self) -> tuple[bytes, ...]:
@@ -206,12 +211,13 @@ class LeaderReader:
         try:
             answer = _Answer.parse(body)
         except (ValueError, KeyError, TypeError) as exc:
-            return _read(ReadOutcome.UNPARSEABLE, f"the leader's answer is not a {SIDECAR_SCHEMA} /v1/work answer: "
-                         f"{exc}", body_bytes=len(body), http_status=status)
+            return _leader_read(ReadOutcome.UNPARSEABLE,
+                                f"the leader's answer is not a {SIDECAR_SCHEMA} /v1/work answer: {exc}",
+                                body_bytes=len(body), http_status=status)
         contradiction = answer.contradiction()
         if contradiction:
-            return _read(ReadOutcome.UNAVAILABLE, f"the leader's answer contradicts itself: {contradiction}",
-                         body_bytes=len(body), http_status=status)
+            return _leader_read(ReadOutcome.UNAVAILABLE, f"the leader's answer contradicts itself: {contradiction}",
+                                body_bytes=len(body), http_status=status)
         seen = _Seen(answer.instance, answer.incarnation, answer.seq)
         last, self._last = self._last, seen
         identity = LeaderIdentity(answer.pod_uid, answer.pod_name, answer.instance)
@@ -219,8 +225,8 @@ class LeaderReader:
         leader = self._leader = self._leader or identity
 
         def judged(outcome: ReadOutcome, detail: str, in_flight: float | None = None) -> Read:
-            return _read(outcome, detail, in_flight=in_flight, http_status=status, body_bytes=len(body),
-                         leader_answered=True)
+            return _leader_read(outcome, detail, in_flight=in_flight, http_status=status, body_bytes=len(body),
+                                leader_answered=True)
 
         if leader.replaced_by(identity):
             return judged(ReadOutcome.REFUSED, f"another leader answers at {self._config.target.netloc} (Pod UID "
@@ -244,8 +250,9 @@ class LeaderReader:
 _WAITING_OUTCOMES = {o.value for o in ReadOutcome if not o.ends_drain and o is not ReadOutcome.IDLE}
 
 
-def _read(outcome: ReadOutcome, detail: str, *, in_flight: float | None = None, http_status: int | None = None,
-          body_bytes: int = 0, leader_answered: bool = False) -> Read:
+def _leader_read(outcome: ReadOutcome, detail: str, *, in_flight: float | None = None, http_status: int | None = None,
+                 body_bytes: int = 0, leader_answered: bool = False) -> Read:
+    """What one read of the leader says, as a `Read`; LeaderReader.read sets its start and duration."""
     return Read(outcome, 0.0, 0.0, detail[:500], in_flight=in_flight, http_status=http_status, body_bytes=body_bytes,
                 leader_answered=leader_answered)
 

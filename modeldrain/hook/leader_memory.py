@@ -27,6 +27,8 @@ from modeldrain.hook.leader import MAX_ANSWER_BYTES, KnownLeader, LeaderConfig, 
 from modeldrain.hook.target import Target
 from modeldrain.hook.token import TokenFileError, read_token
 
+__all__ = ["parse_memory", "recall_leader"]
+
 
 @dataclass(frozen=True)
 class Recall:

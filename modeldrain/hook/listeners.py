@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 from modeldrain.hook.kernel_sockets import STATE_LISTEN, KernelSocket, KernelSocketError, sockets
 
+__all__ = ["Listener", "ListenerError", "engine_listeners", "socket_inodes"]
+
 # An engine process's descriptors read at most: vLLM's API server holds a few hundred (its model
 # files, pipes, ZMQ sockets, one per connection). A process with more is not read (unknown), never
 # read without a bound.

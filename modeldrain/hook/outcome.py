@@ -14,6 +14,8 @@ from typing import TypedDict
 
 from modeldrain.hook.gauges import EngineKind, Role
 
+__all__ = ["LabelSet", "LabelledSeries", "Read", "ReadFields", "ReadOutcome", "read_fields"]
+
 # One series' labels, sorted: how a series is told from its siblings between two reads.
 LabelSet = tuple[tuple[str, str], ...]
 # A counter's series as (labels, value) pairs, in body order.
@@ -21,8 +23,8 @@ LabelledSeries = tuple[tuple[LabelSet, float], ...]
 
 
 class ReadOutcome(enum.Enum):
-    IDLE = "idle"  # complete envelope, every gauge sums to zero
-    BUSY = "busy"  # complete envelope, work in flight
+    IDLE = "idle"  # the whole gauge set, every gauge sums to zero
+    BUSY = "busy"  # the whole gauge set, work in flight
     INCOMPLETE = "incomplete"  # a gauge of the set is missing, or the engine is unknown
     STALE = "stale"  # complete and zero, but the scheduler has not republished since the previous read
     TIMEOUT = "timeout"  # the read did not finish within its time

@@ -11,7 +11,6 @@ from dataclasses import replace
 from typing import Callable
 
 from modeldrain.hook import exposition
-from modeldrain.hook.config import ReadConfig
 from modeldrain.hook.constants import KV_PRODUCER_HOLD_S
 from modeldrain.hook.engine import EngineHint
 from modeldrain.hook.fetch import FetchError, fetch
@@ -22,7 +21,11 @@ from modeldrain.hook.kv_producer import ParkedSends
 from modeldrain.hook.outcome import Read, ReadOutcome
 from modeldrain.hook.release_trust import unset_refusal, untrusted
 from modeldrain.hook.server_load import LOAD_PATH, MAX_LOAD_BODY_BYTES, ServerLoadError, parse_server_load
+from modeldrain.hook.settings import ReadConfig
 from modeldrain.hook.target import GUESSED, Target
+from modeldrain.hook.work import measure
+
+__all__ = ["EngineReader", "classify_body", "read_work"]
 
 
 def read_work(target: Target, hint: EngineHint, *, timeout_s: float, max_body_bytes: int) -> Read:
@@ -126,9 +129,9 @@ def _classify(fetched: Read, parsed: exposition.Exposition, hint: EngineHint) ->
                    restart_counters=parsed.restart_counters, heartbeat=parsed.heartbeat(kind) if kind else None)
     if kind is None:
         return replace(read, outcome=ReadOutcome.INCOMPLETE, detail="no vllm: or sglang: work metrics: engine unknown")
-    envelope = gauge_set(kind, hint.role or parsed.sglang_role or Role.UNIFIED)
-    measured = exposition.measure(parsed, envelope)
-    read = replace(read, role=envelope.role, gauges=measured.gauges, missing=measured.missing)
+    expected = gauge_set(kind, hint.role or parsed.sglang_role or Role.UNIFIED)
+    measured = measure(parsed, expected)
+    read = replace(read, role=expected.role, gauges=measured.gauges, missing=measured.missing)
     if measured.invalid:
         return replace(read, outcome=ReadOutcome.INVALID_VALUE,
                        detail="negative, NaN or infinite value in " + ", ".join(measured.invalid))

@@ -25,8 +25,11 @@ every idle read (the whole body parsed, a second read a second later).
 from __future__ import annotations
 
 from modeldrain.hook.engine import EngineHint
-from modeldrain.hook.exposition import Exposition, Measure
+from modeldrain.hook.exposition import Exposition
 from modeldrain.hook.gauges import PROCESS_START_METRIC, RELEASE_RULES, RESTART_COUNTERS, EngineKind
+from modeldrain.hook.work import Measure
+
+__all__ = ["start_words", "unset_refusal", "untrusted"]
 
 DATA_PARALLEL_RULE = "vllm_dp_last_engine_only"
 PIPELINE_PARALLEL_RULE = "sglang_pipeline_parallel"

@@ -26,6 +26,8 @@ from typing import Callable
 
 from modeldrain.hook.clock import exec_root_pid, parent_pid, process_start_boottime
 
+__all__ = ["FirstRun", "RunMarker", "begin", "container_key", "finish"]
+
 MARKER_PREFIX = "prestop-run-"
 MAX_MARKER_BYTES = 64 * 1024  # the key holds the command line
 

@@ -19,6 +19,8 @@ from __future__ import annotations
 import json
 import math
 
+__all__ = ["LOAD_PATH", "MAX_LOAD_BODY_BYTES", "ServerLoadError", "parse_server_load"]
+
 LOAD_PATH = "/load"
 # {"server_load": N} is a few bytes; a bigger body is no such answer.
 MAX_LOAD_BODY_BYTES = 4096

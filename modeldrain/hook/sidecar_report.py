@@ -22,6 +22,11 @@ import threading
 import time
 from typing import Mapping
 
+__all__ = [
+    "DRAIN_ID_HEX", "FINISHED", "STARTED", "finished_message", "new_drain_id", "post", "post_in_background",
+    "started_message",
+]
+
 PATH = "/v1/hook-events"
 # The whole exchange (connect, send, the status line back) on loopback takes well under a
 # millisecond; past this the sidecar is stuck or absent and the hook goes on without it.

@@ -17,6 +17,8 @@ from types import FrameType
 
 from modeldrain.hook.exitcodes import ExitCode
 
+__all__ = ["IGNORED_SIGNALS", "STOP_SIGNALS", "StopSignals", "Stopped"]
+
 # A signal that ends the drain early: its exit code, the drain's outcome, and the reason it reports.
 STOP_SIGNALS = {
     signal.SIGTERM: (ExitCode.TERMINATED, "terminated", "terminated by SIGTERM before the drain finished"),

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
+__all__ = ["GUESSED", "Target", "UNKNOWN_PORT_SOURCE", "engine_hosts", "on_hosts", "usable_host"]
+
 # The hook runs inside the engine's own Pod: the engine is on loopback, IPv4 first.
 LOOPBACK_HOST = "127.0.0.1"
 # The loopback addresses an engine can listen on: 127.0.0.1 (vLLM's default of every IPv4

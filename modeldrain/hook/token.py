@@ -15,6 +15,8 @@ from __future__ import annotations
 from modeldrain.hook.constants import MAX_TOKEN_FILE_BYTES
 from modeldrain.hook.files import SmallFileError, read_small_file
 
+__all__ = ["TokenFileError", "read_token", "read_tokens"]
+
 
 class TokenFileError(ValueError):
     """The token file cannot serve as a token source; the message names the file and why."""

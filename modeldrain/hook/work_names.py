@@ -20,6 +20,8 @@ from typing import Iterable
 
 from modeldrain.hook.gauges import ALL_WORK_METRIC_NAMES
 
+__all__ = ["WorkNameError", "WorkTypes", "refuse_disguised", "suspect_line_starts"]
+
 # The characters set aside, by Unicode general category rather than a list: every "other"
 # (Cc control, Cf format: BOM, zero-width space and joiners, word joiner, soft hyphen; Cs, Co,
 # Cn), every separator (Zs, Zl, Zp: nothing a name is read by) and the marks drawn on the

@@ -22,6 +22,8 @@ from modeldrain.lint import manifest_files
 from modeldrain.lint.manifest_files import UnreadableManifest
 from modeldrain.lint.manifest_rules import PRESTOP_IMAGE_NAME, SIDECAR_IMAGE_NAME, image_name
 
+__all__ = ["run_inject"]
+
 # Where the operator's controller runs, as deploy/'s NetworkPolicies name it.
 DEFAULT_CONTROLLER_NAMESPACE = "modeldrain-system"
 

@@ -13,6 +13,13 @@ from typing import Any
 from modeldrain.hook.annotations import DEFAULT_ANNOTATIONS_FILE, PORT_ANNOTATION
 from modeldrain.hook.constants import SIDECAR_PORT
 
+__all__ = [
+    "DRAIN_DIR", "DRAIN_VOLUME", "HOOK", "HOOK_TMPDIR", "INSTALL_CONTAINER", "LWS_NAME_LABEL", "PODINFO_DIR",
+    "PODINFO_VOLUME", "SIDECAR_CONTAINER", "SIDECAR_LABEL", "SIDECAR_TMP_VOLUME", "TOKEN_FILE", "TOKEN_VOLUME",
+    "hook_mounts", "hook_volumes", "install_container", "network_policy", "prestop_command", "scrape_annotations",
+    "sidecar_container", "sidecar_volumes", "token_mount",
+]
+
 INSTALL_CONTAINER = "install-prestop"
 SIDECAR_CONTAINER = "drain-sidecar"
 DRAIN_VOLUME = "drain"

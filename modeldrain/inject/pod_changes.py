@@ -27,6 +27,8 @@ from modeldrain.lint.manifest_rules import (
     hook_http,
 )
 
+__all__ = ["Injected", "LeftAlone", "Options", "Refused", "count_api_server_requests", "inject"]
+
 
 class Refused(Exception):
     """A template the injector will not change: one line naming the workload and what is in the way."""
@@ -140,7 +142,7 @@ def _change(template: dict[str, Any], spec: dict[str, Any], container: dict[str,
     _list(spec, "volumes").extend(volumes)
     _list(container, "volumeMounts").extend(mounts)
     if run.kind is EngineKind.VLLM:
-        _count_api_server_requests(container, run)
+        count_api_server_requests(container, run)
     lifecycle = _mapping(container, "lifecycle")
     lifecycle["postStart"] = {"exec": {"command": post_start}}
     lifecycle["preStop"] = {"exec": {"command": pieces.prestop_command(grace, lws_worker)}}
@@ -254,7 +256,7 @@ def _tmpdir(container: dict[str, Any], where: str, name: str) -> None:
 
 
 
-def _count_api_server_requests(container: dict[str, Any], run: EngineRun) -> None:
+def count_api_server_requests(container: dict[str, Any], run: EngineRun) -> None:
     """vLLM's --enable-server-load-tracking, added to the engine's own words: without it a request
     still in the API server is in no signal the hook reads (`modeldrain lint` says so). Left alone:
     a command that says either way, a --config that may set it, the image's own entrypoint (no

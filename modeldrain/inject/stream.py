@@ -19,6 +19,8 @@ from typing import Any, Callable
 from modeldrain.lint import manifest_files
 from modeldrain.lint.manifest_files import UnreadableManifest
 
+__all__ = ["Change", "rewrite"]
+
 # A document's new value and the objects to add after it; None: leave it as it is.
 Change = tuple[dict[str, Any], list[dict[str, Any]]] | None
 

@@ -17,6 +17,8 @@ from modeldrain.inject import pieces
 from modeldrain.inject.pod_changes import Injected, LeftAlone, Options, Refused, inject
 from modeldrain.lint.pod_templates import LWS_KIND, TEMPLATE_KINDS
 
+__all__ = ["NotKubernetes", "inject_object"]
+
 
 @dataclass
 class Result:

@@ -3,3 +3,5 @@
 An authoring tool, not on the drain path: the static prestop leaves it out. It reads Pod templates
 with modeldrain/lint/pod_templates.py and holds them to modeldrain/lint/manifest_rules.py.
 """
+
+__all__ = []

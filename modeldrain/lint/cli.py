@@ -21,6 +21,8 @@ from modeldrain.lint import manifest_files
 from modeldrain.lint.manifest_rules import Finding, lint
 from modeldrain.lint.pod_templates import NotAManifest, PodTemplate, templates_of
 
+__all__ = ["run_lint"]
+
 EPILOG = """\
 exit codes: 0 every Pod template agrees (hook, grace, annotations, TMPDIR, token);
   1 at least one finding (one line each on stdout: FILE: KIND NAME: container C: FIELD: what is wrong);

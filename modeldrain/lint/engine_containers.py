@@ -19,6 +19,8 @@ from typing import Any
 from modeldrain.hook.engine import engine_kind
 from modeldrain.hook.gauges import EngineKind
 
+__all__ = ["EngineRun", "container_argv", "engine_containers", "engine_run"]
+
 SHELLS = frozenset({"sh", "bash", "dash", "ash", "zsh", "ksh"})
 # Images whose entrypoint starts the engine when a container gives only `args` (repository, no
 # registry or tag): vLLM's published image's ENTRYPOINT is `vllm serve`.

@@ -24,6 +24,11 @@ import sys
 from dataclasses import dataclass
 from typing import IO, Any
 
+__all__ = [
+    "MAX_BYTES", "MAX_DEPTH", "STDIN", "UnreadableManifest", "is_json", "load_documents", "load_json", "load_yaml",
+    "read_text",
+]
+
 # Kubernetes takes at most 3 MiB in one request (etcd stores at most 1.5 MiB an object); a
 # chart's whole rendered stream is rarely more. Past this, a file is refused before it is parsed.
 MAX_BYTES = 4 << 20

@@ -46,6 +46,11 @@ from modeldrain.lint.engine_containers import engine_containers, engine_run
 from modeldrain.lint.mesh_rules import mesh_findings
 from modeldrain.lint.pod_templates import PodTemplate
 
+__all__ = [
+    "Finding", "PRESTOP_IMAGE_NAME", "SIDECAR_IMAGE_NAME", "VLLM_CONFIG_FLAG", "VLLM_NO_SERVER_LOAD_FLAG",
+    "VLLM_SERVER_LOAD_FLAG", "chained_start_guard", "flag_value", "hook_command", "hook_http", "image_name", "lint",
+]
+
 # The static executables unpack here when TMPDIR is unset.
 DEFAULT_TMPDIR = "/tmp"
 # drain-sidecar's drain route, as a preStop httpGet calls it.

@@ -24,6 +24,8 @@ from typing import Any, Iterator
 from modeldrain.hook.constants import EXIT_RESERVE_S, SIDECAR_PORT
 from modeldrain.lint.pod_templates import PodTemplate
 
+__all__ = ["DRAIN_DURATION", "EXIT_ON_ZERO", "mesh_findings"]
+
 ISTIO_INJECT = "sidecar.istio.io/inject"
 ISTIO_REVISION = "istio.io/rev"
 ISTIO_EXCLUDE_INBOUND = "traffic.sidecar.istio.io/excludeInboundPorts"
@@ -35,9 +37,9 @@ ISTIO_DEFAULT_DRAIN_S = 5.0  # terminationDrainDuration's default
 # proxy.istio.io/config is a ProxyConfig in YAML (or JSON, which is YAML). The linter reads JSON
 # manifests without PyYAML (modeldrain/lint/README.md), so the two keys it needs are found by
 # pattern, top-level key or one nested under proxyMetadata alike; tests/lint checks it against PyYAML.
-_EXIT_ON_ZERO = re.compile(r"""["']?EXIT_ON_ZERO_ACTIVE_CONNECTIONS["']?\s*:\s*["']?true["']?\s*(?:[,}]|$)""",
+EXIT_ON_ZERO = re.compile(r"""["']?EXIT_ON_ZERO_ACTIVE_CONNECTIONS["']?\s*:\s*["']?true["']?\s*(?:[,}]|$)""",
                            re.IGNORECASE | re.MULTILINE)
-_DRAIN_DURATION = re.compile(r"""(?:^|[{,])\s*["']?terminationDrainDuration["']?\s*:\s*["']?([0-9.]+(?:ms|s|m|h))["']?""",
+DRAIN_DURATION = re.compile(r"""(?:^|[{,])\s*["']?terminationDrainDuration["']?\s*:\s*["']?([0-9.]+(?:ms|s|m|h))["']?""",
                              re.MULTILINE)
 LINKERD_INJECT = "linkerd.io/inject"
 LINKERD_SKIP_INBOUND = "config.linkerd.io/skip-inbound-ports"
@@ -131,9 +133,9 @@ def _classic_istio(template: PodTemplate) -> Iterator[tuple[str | None, str, str
            if isinstance(c.get("lifecycle"), dict)):
         return  # the proxy's own preStop holds it (a wait for the engine's drain)
     config = str(template.annotations.get(ISTIO_PROXY_CONFIG, ""))
-    if _EXIT_ON_ZERO.search(config):
+    if EXIT_ON_ZERO.search(config):
         return
-    duration = _DRAIN_DURATION.search(config)
+    duration = DRAIN_DURATION.search(config)
     drain_s = (_seconds(duration.group(1)) if duration else None) or ISTIO_DEFAULT_DRAIN_S
     if drain_s >= template.grace_s:
         return

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
+__all__ = ["DEFAULT_NAMESPACE", "LWS_KIND", "NotAManifest", "PodTemplate", "TEMPLATE_KINDS", "templates_of"]
+
 # What a Pod without terminationGracePeriodSeconds gets (the Kubernetes API's default).
 KUBERNETES_DEFAULT_GRACE_S = 30
 

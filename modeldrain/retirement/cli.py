@@ -17,6 +17,8 @@ from modeldrain.hook.exitcodes import ExitCode
 from modeldrain.hook.flags import Parser, seconds_arg
 from modeldrain.retirement import client as retirement
 
+__all__ = ["run_retirement"]
+
 # People run this by hand: long enough to see a busy replica go idle, short enough to wait for.
 DEFAULT_BUDGET_S = 60.0
 

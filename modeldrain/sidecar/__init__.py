@@ -3,3 +3,5 @@
 It replaces the controller's `pods/exec` into the engine container: the same gauges, the
 same outcome classes (imported from modeldrain/hook/), answered over HTTP by Pod IP.
 """
+
+__all__ = []

@@ -31,6 +31,11 @@ from modeldrain.sidecar.metrics import SidecarMetrics
 from modeldrain.sidecar.sampler import NumberedRead
 from modeldrain.sidecar.work_answer import Identity, work_answer
 
+__all__ = [
+    "API_PREFIX", "HOOK_EVENTS", "MALFORMED_ROUTE", "MAX_REQUEST_BODY_BYTES", "METRICS", "REJECTED_ROUTE", "ROUTES",
+    "Service", "TOKENLESS", "TOKEN_FILE_WAIT_S", "WORK", "from_loopback", "make_app",
+]
+
 # No route takes a body; anything larger than this is refused before it is read.
 MAX_REQUEST_BODY_BYTES = 1024
 
@@ -150,11 +155,11 @@ async def _authenticate(request: web.Request, handler: Handler) -> web.StreamRes
 async def work(request: web.Request) -> web.Response:
     service = request.app[APP_SERVICE]
     try:
-        sample = await asyncio.wait_for(service.coalescer.fresh(), service.work_wait_s)
+        numbered_read = await asyncio.wait_for(service.coalescer.fresh(), service.work_wait_s)
     except TimeoutError:
         raise ApiError(504, errors.READ_TIMEOUT,
                        f"no fresh read of the engine finished within {service.work_wait_s:g} s") from None
-    return _json(work_answer(service.identity, sample, command=await service.command.current(),
+    return _json(work_answer(service.identity, numbered_read, command=await service.command.current(),
                                terminating=service.lifecycle.terminating, draining=service.ledger.draining,
                                leader=service.leader.fields() if service.leader is not None else None))
 
@@ -188,7 +193,7 @@ async def drain_route(request: web.Request) -> web.Response:
         raise ApiError(429, errors.TOO_MANY_DRAIN_CALLS, exc.refusal.message, {"Retry-After": "1"}) from None
 
 
-def _from_loopback(remote: str | None) -> bool:
+def from_loopback(remote: str | None) -> bool:
     """Whether the peer is this network namespace's loopback: the Pod's own containers. A packet from
     outside the Pod with a loopback source is dropped by the kernel before it is a connection."""
     try:
@@ -203,7 +208,7 @@ def _from_loopback(remote: str | None) -> bool:
 async def hook_events(request: web.Request) -> web.Response:
     """The engine's hook in this Pod saying its drain started or ended (modeldrain/hook/sidecar_report.py)."""
     service = request.app[APP_SERVICE]
-    if not _from_loopback(request.remote):
+    if not from_loopback(request.remote):
         raise ApiError(403, errors.FORBIDDEN, f"{HOOK_EVENTS} answers the Pod's own containers, over loopback only")
     try:
         message = json.loads(await request.read())

@@ -41,6 +41,8 @@ from modeldrain.sidecar.sampler import EngineSampler, NumberedRead
 from modeldrain.sidecar.site import LimitedTCPSite
 from modeldrain.sidecar.work_answer import Identity
 
+__all__ = ["SHUTDOWN_TIMEOUT_S", "serve_main"]
+
 # While lingering, one loopback read every half second: the sidecar leaves within ~0.5 s of
 # the engine's listener closing, at the cost of two tiny scrapes a second for a few seconds.
 LINGER_POLL_INTERVAL_S = 0.5

@@ -19,6 +19,8 @@ import asyncio
 import time
 from typing import Awaitable, Callable, Generic, TypeVar
 
+__all__ = ["Coalescer"]
+
 T = TypeVar("T")
 
 

@@ -22,6 +22,8 @@ from modeldrain.hook.engine import EngineHint, hint_from_proc
 from modeldrain.hook.gauges import Role
 from modeldrain.sidecar.daemon_thread import run_in_daemon_thread
 
+__all__ = ["CommandSource", "CommandWatch", "EngineCommand", "engine_command"]
+
 
 class CommandSource(enum.Enum):
     CMDLINE = "cmdline"  # the engine's argv, read from /proc

@@ -13,14 +13,17 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from modeldrain.hook import __version__
-from modeldrain.hook.config import ReadConfig, add_leader_flags, add_target_flags, resolve_leader, resolve_read_config
+from modeldrain.hook.config import add_leader_flags, add_target_flags, resolve_leader, resolve_read_config
 from modeldrain.hook.constants import DEFAULT_GRACE_S, LWS_GROUP_SIZE_ENV, LWS_WORKER_INDEX_ENV, SIDECAR_PORT
 from modeldrain.hook.engine import EngineHint
 from modeldrain.hook.flags import Parser, arg, parse_listen, parse_port, seconds_arg, whole_number_arg
 from modeldrain.hook.leader import LeaderConfig
+from modeldrain.hook.settings import ReadConfig
 from modeldrain.sidecar import constants
 from modeldrain.sidecar.auth import DEFAULT_OVERLAP_S, TokenFileError, read_token
 from modeldrain.sidecar.member import Member, PodIdentity, resolve_member
+
+__all__ = ["DEFAULT_LISTEN_PORT", "SidecarConfig", "resolve_config", "sidecar_parser"]
 
 # The Pod's containers share one network namespace, so the port must clash with nothing the
 # engine binds: not vLLM's 8000 or SGLang's 30000 (and the ports SGLang derives above it),
@@ -157,7 +160,7 @@ def resolve_config(args: argparse.Namespace, parser: argparse.ArgumentParser,
     host, port = args.listen
     read = resolve_read_config(args)
     # The engine's serving ports: the target's, any other port it can be found on (its own --port),
-    # and the container's other engines' (hook.config.ReadConfig.others).
+    # and the container's other engines' (hook.settings.ReadConfig.others).
     engine_ports = [read.target.port, *(alternate.port for alternate in read.alternates),
                     *(other.target.port for other in read.others)]  # sorted and deduped below
     pod = PodIdentity(

@@ -30,6 +30,8 @@ from modeldrain.sidecar.pod_addresses import Network, PodAddressError, own_netwo
 from modeldrain.sidecar.sock_diag import DataAge, SockDiagError, data_ages
 from modeldrain.sidecar.socket_table import Connection, SocketTableError, port_table
 
+__all__ = ["ConnectionCount", "ConnectionWatch", "RECENT_DATA_WINDOW_S", "count_connections", "outside", "recent"]
+
 # "Carried data recently": within this long. The controller reads about every 1.1 s, so 2 s covers
 # the gap between two of its rounds; an idle keep-alive ages past it and stays counted as open.
 RECENT_DATA_WINDOW_S = 2.0

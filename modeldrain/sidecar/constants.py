@@ -4,6 +4,8 @@ The drain's constants (read timeout, body cap, grace) live in modeldrain/hook/co
 imported from there; a constant only one module uses lives beside its user.
 """
 
+__all__ = ["MEMBER_CONFIGURATION_ENV", "MIN_READ_INTERVAL_S", "SERVER_HEADER", "work_answer_bound_s"]
+
 # Consecutive engine reads start at least this far apart. Coalescing already keeps one read in
 # flight, but a storm of callers would still chain scrapes back to back (each ~5-50 ms of the
 # engine's API process rendering its exposition). 10 reads a second at most is ten times the

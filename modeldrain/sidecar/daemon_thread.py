@@ -15,6 +15,8 @@ import asyncio
 import threading
 from typing import Callable, TypeVar
 
+__all__ = ["run_in_daemon_thread"]
+
 T = TypeVar("T")
 
 

@@ -24,6 +24,8 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 
+__all__ = ["DrainAdmission", "Refusal", "drain_call_cap", "source_network"]
+
 # All drain calls together, per --max-connections: 256 at the default 64. Each holds a socket and
 # a thread that sleeps between shared reads (the engine sees at most ten reads a second however
 # many wait) and some memory: the cap is what bounds the sidecar's threads, sockets and memory.

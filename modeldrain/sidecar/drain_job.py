@@ -25,13 +25,15 @@ import time
 from typing import Any, Callable, Coroutine
 
 from modeldrain.hook import constants
-from modeldrain.hook.config import DrainConfig, ReadConfig
 from modeldrain.hook.drain import DrainFields, DrainResult, run_drain
 from modeldrain.hook.events import EventLog
 from modeldrain.hook.outcome import Read, ReadOutcome
+from modeldrain.hook.settings import DrainConfig, ReadConfig
 from modeldrain.sidecar.daemon_thread import run_in_daemon_thread
 from modeldrain.sidecar.drain_admission import DrainAdmission, Refusal
 from modeldrain.sidecar.drain_ledger import ABANDONED, DrainLedger
+
+__all__ = ["DrainJobs", "DrainRefused"]
 
 # A read of the engine, as the sidecar shares it: one that starts after this is called.
 FreshRead = Callable[[], Coroutine[Any, Any, Read]]

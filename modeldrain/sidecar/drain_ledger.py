@@ -29,6 +29,8 @@ from modeldrain.hook.events import EventLog
 from modeldrain.hook.signals import STOP_SIGNALS
 from modeldrain.sidecar.metrics import SidecarMetrics
 
+__all__ = ["ABANDONED", "DrainLedger", "Draining", "MAX_OPEN_HOOK_DRAINS", "UNREPORTED_SLACK_S", "Via"]
+
 
 class Via(enum.Enum):
     HOOK = "hook"  # the engine's prestop hook, reported over loopback

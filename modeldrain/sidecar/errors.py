@@ -4,6 +4,12 @@ from __future__ import annotations
 
 import json
 
+__all__ = [
+    "BAD_REQUEST", "FORBIDDEN", "INTERNAL_ERROR", "NOT_FOUND", "READ_TIMEOUT", "REQUEST_TOO_LARGE",
+    "TOKEN_FILE_UNAVAILABLE", "TOO_MANY_CONNECTIONS", "TOO_MANY_DRAIN_CALLS", "UNAUTHORIZED", "code_for_status",
+    "error_body",
+]
+
 # Stable codes; the OpenAPI document lists the same set.
 UNAUTHORIZED = "unauthorized"
 NOT_FOUND = "not_found"

@@ -25,6 +25,8 @@ from modeldrain.hook.leader import LeaderConfig, LeaderIdentity, LeaderReader
 from modeldrain.hook.outcome import Read
 from modeldrain.sidecar.daemon_thread import run_in_daemon_thread
 
+__all__ = ["LeaderFields", "LeaderWatch", "stop_watch"]
+
 # Until the leader first answers, a read every 2 s: a worker starts with its leader, and a
 # refused connection costs the leader nothing. Each answered read is one scrape of the leader's
 # engine (shared with the controller's reads), so once known, one every 10 s: a Prometheus

@@ -10,6 +10,8 @@ import logging
 
 from modeldrain.hook.events import EventLog
 
+__all__ = ["route_library_logs"]
+
 
 class JsonLogHandler(logging.Handler):
     """One `library_log` event per record at WARNING or above."""

@@ -19,6 +19,8 @@ from modeldrain.hook.outcome import ReadOutcome
 from modeldrain.sidecar.coalescer import Coalescer
 from modeldrain.sidecar.sampler import NumberedRead
 
+__all__ = ["Lifecycle", "StopReason"]
+
 
 class StopReason(enum.Enum):
     ENGINE_GONE = "engine_gone"  # its listener refused a connection
@@ -68,16 +70,16 @@ class Lifecycle:
         reads = 0
         while (remaining_s := deadline_at - time.monotonic()) > 0:
             try:
-                sample = await asyncio.wait_for(self._coalescer.fresh(), remaining_s)
+                numbered_read = await asyncio.wait_for(self._coalescer.fresh(), remaining_s)
             except TimeoutError:
                 break
             except Exception as exc:  # a bug in the read path: say so, keep the bound
                 self._log.error("linger_read_failed", error=repr(exc))
             else:
                 reads += 1
-                if sample.read.outcome is ReadOutcome.REFUSED:
+                if numbered_read.read.outcome is ReadOutcome.REFUSED:
                     self._log.emit("engine_gone", after_s=round(time.monotonic() - started_at, 3),
-                                   reads=reads, seq=sample.seq)
+                                   reads=reads, seq=numbered_read.seq)
                     self._stop(StopReason.ENGINE_GONE)
                     return
             await asyncio.sleep(max(0.0, min(self._poll_interval_s, deadline_at - time.monotonic())))

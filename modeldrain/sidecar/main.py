@@ -14,6 +14,8 @@ import sys
 
 from modeldrain.hook.exitcodes import ExitCode
 
+__all__ = ["main", "missing_server_module"]
+
 RETIREMENT = "retirement"
 
 # What the server imports beyond the hook's core: the `sidecar` extra's packages.

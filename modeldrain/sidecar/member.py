@@ -20,6 +20,8 @@ from modeldrain.hook.constants import LWS_GROUP_SIZE_ENV, LWS_WORKER_INDEX_ENV
 from modeldrain.hook.flags import parse_whole_number
 from modeldrain.sidecar.constants import MEMBER_CONFIGURATION_ENV
 
+__all__ = ["Member", "PodIdentity", "resolve_member"]
+
 
 @dataclass(frozen=True)
 class PodIdentity:

@@ -30,6 +30,8 @@ from typing import Collection
 from modeldrain.sidecar.pod_addresses import Network
 from modeldrain.sidecar.socket_table import Connection, PortTable
 
+__all__ = ["MESH_PORTS", "seen_meshes"]
+
 
 @dataclass(frozen=True)
 class Mesh:

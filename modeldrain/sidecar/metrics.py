@@ -16,6 +16,8 @@ from prometheus_client.process_collector import ProcessCollector
 from modeldrain.hook.events import EventLog
 from modeldrain.hook.outcome import Read, ReadOutcome
 
+__all__ = ["SidecarMetrics"]
+
 # Loopback reads take ~1-20 ms idle and up to the 2 s read timeout when the engine is busy.
 READ_DURATION_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0)
 # A drain holds the engine after its last request for the route wait plus two idle reads (~6 s)

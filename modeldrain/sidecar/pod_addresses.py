@@ -14,6 +14,8 @@ import os
 
 from modeldrain.hook.kernel_sockets import read_kernel_table
 
+__all__ = ["Network", "PodAddressError", "own_networks"]
+
 # fib_trie marks an address of this host as "/<prefix> host LOCAL" under the line that names it.
 FIB_LOCAL_SUFFIX = "host LOCAL"
 MAX_TABLE_BYTES = 1024 * 1024  # a Pod has a handful of addresses; a larger file is not one of these

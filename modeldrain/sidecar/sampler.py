@@ -28,13 +28,17 @@ import enum
 import time
 from dataclasses import dataclass, field
 
-from modeldrain.hook.config import ReadConfig
 from modeldrain.hook.events import EventLog
 from modeldrain.hook.outcome import Read, ReadOutcome
 from modeldrain.hook.reader import EngineReader
+from modeldrain.hook.settings import ReadConfig
 from modeldrain.sidecar.connections import ConnectionCount, ConnectionWatch
 from modeldrain.sidecar.daemon_thread import run_in_daemon_thread
 from modeldrain.sidecar.metrics import SidecarMetrics
+
+__all__ = [
+    "EngineSampler", "Evidence", "Incarnation", "IncarnationTracker", "NumberedRead", "Observation", "RunTracker",
+]
 
 
 class Evidence(enum.Enum):

@@ -23,6 +23,8 @@ from aiohttp import web
 from modeldrain.sidecar import errors
 from modeldrain.sidecar.constants import SERVER_HEADER
 
+__all__ = ["JsonErrorRequestHandler", "LimitedTCPSite"]
+
 # A connection over the cap gets its 503, then this long to close its side before we close
 # ours: enough for a client to read the answer, short enough that a flood holds few sockets.
 OVERLOADED_DRAIN_S = 0.5

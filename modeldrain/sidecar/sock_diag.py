@@ -17,6 +17,8 @@ import socket
 import struct
 from dataclasses import dataclass
 
+__all__ = ["DataAge", "SockDiagError", "data_ages"]
+
 NETLINK_SOCK_DIAG = 4
 SOCK_DIAG_BY_FAMILY = 20
 NLM_F_REQUEST = 0x1

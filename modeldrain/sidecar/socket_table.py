@@ -17,6 +17,8 @@ from typing import Collection
 
 from modeldrain.hook.kernel_sockets import MAX_TABLE_BYTES, STATE_ESTABLISHED, KernelSocketError, sockets
 
+__all__ = ["Connection", "PortTable", "SocketTableError", "established", "port_table"]
+
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 STATE_LISTEN = 0x0A  # include/net/tcp_states.h, as the table prints it

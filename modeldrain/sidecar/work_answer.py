@@ -19,6 +19,8 @@ from modeldrain.sidecar.leader_watch import LeaderFields
 from modeldrain.sidecar.member import Member, PodIdentity
 from modeldrain.sidecar.sampler import NumberedRead
 
+__all__ = ["Identity", "SCHEMA_VERSION", "work_answer"]
+
 # Every response's `schema`: a client checks it before trusting the field layout. Bump the
 # version on any change a client could misread; adding an optional field is not one.
 # v2: the Pod named by namespace, name and UID; the engine's own command; the read's monotonic
@@ -109,10 +111,10 @@ class WorkAnswer(TypedDict):
     leader: NotRequired[LeaderFields]
 
 
-def work_answer(identity: Identity, sample: NumberedRead, *, command: EngineCommand, terminating: bool,
+def work_answer(identity: Identity, numbered_read: NumberedRead, *, command: EngineCommand, terminating: bool,
                 leader: LeaderFields | None = None, draining: Draining | None = None) -> WorkAnswer:
-    read = sample.read
-    incarnation = sample.incarnation
+    read = numbered_read.read
+    incarnation = numbered_read.incarnation
     answer: WorkAnswer = {
         "schema": SCHEMA_VERSION,
         "sidecar": {
@@ -136,7 +138,7 @@ def work_answer(identity: Identity, sample: NumberedRead, *, command: EngineComm
             "speaks_for_replica": identity.member.speaks_for_replica,
         },
         "engine": {
-            "target": sample.target_url,
+            "target": numbered_read.target_url,
             "command": {
                 "source": command.source.value,
                 "disaggregated": command.disaggregated,
@@ -148,22 +150,22 @@ def work_answer(identity: Identity, sample: NumberedRead, *, command: EngineComm
             "incarnation_changed_at_seq": incarnation.changed_at_seq,
         },
         "read": {
-            "seq": sample.seq,
-            "started_at": utc_timestamp(sample.started_at_unix),
+            "seq": numbered_read.seq,
+            "started_at": utc_timestamp(numbered_read.started_at_unix),
             # The reader's own monotonic start (hook.outcome.Read.started_at): the 1 s rule's clock.
             "started_monotonic_s": round(read.started_at, 6),
-            "idle_run_since_seq": sample.idle_run_since_seq,
+            "idle_run_since_seq": numbered_read.idle_run_since_seq,
             **read_fields(read),
         },
     }
-    if sample.connections is not None:
-        count = sample.connections
+    if numbered_read.connections is not None:
+        count = numbered_read.connections
         answer["connections"] = {
             "ports": list(count.ports),
             "established": count.established,
             "recent_data": count.recent_data,
             "recent_window_s": count.recent_window_s,
-            "free_since_seq": sample.connections_free_since_seq,
+            "free_since_seq": numbered_read.connections_free_since_seq,
             "scanned_monotonic_s": count.scanned_monotonic_s,
             "duration_ms": count.duration_ms,
             "detail": count.detail,

@@ -100,12 +100,12 @@ def test_a_hook_with_no_sidecar_or_a_stuck_one_drains_as_before(tmp_path):
 
 
 def test_only_loopback_peers_may_post_hook_events():
-    from modeldrain.sidecar.app import _from_loopback
+    from modeldrain.sidecar.app import from_loopback
 
-    assert _from_loopback("127.0.0.1") and _from_loopback("127.3.4.5") and _from_loopback("::1")
-    assert _from_loopback("::ffff:127.0.0.1")
-    assert not _from_loopback("10.0.0.7") and not _from_loopback("::ffff:10.0.0.7")
-    assert not _from_loopback("fe80::1") and not _from_loopback(None) and not _from_loopback("unknown")
+    assert from_loopback("127.0.0.1") and from_loopback("127.3.4.5") and from_loopback("::1")
+    assert from_loopback("::ffff:127.0.0.1")
+    assert not from_loopback("10.0.0.7") and not from_loopback("::ffff:10.0.0.7")
+    assert not from_loopback("fe80::1") and not from_loopback(None) and not from_loopback("unknown")
 
 
 def test_a_bad_hook_event_is_a_400_and_counts_nothing(tmp_path):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from modeldrain.hook.cli import _check_parser, _drain_parser
+from modeldrain.hook.cli import check_parser, drain_parser
 from modeldrain.hook.config import resolve_drain_config, resolve_read_config
 from modeldrain.hook.engine import PROC_ROOT_ENV
 from modeldrain.hook.gauges import EngineKind, Role
@@ -40,7 +40,7 @@ def no_annotations(tmp_path: Path) -> str:
 
 
 def read_config(tmp_path, *argv, proc=None):
-    args = _check_parser().parse_args([*argv, "--proc-root", proc or fake_proc(tmp_path)])
+    args = check_parser().parse_args([*argv, "--proc-root", proc or fake_proc(tmp_path)])
     return resolve_read_config(args)
 
 
@@ -112,7 +112,7 @@ def test_no_engine_anywhere_uses_vllms_default_port_and_says_so(tmp_path):
 
 
 def test_drain_config_keeps_the_timings(tmp_path):
-    args = _drain_parser().parse_args(["--grace", "45", "--route-wait", "2", "--exit-reserve", "20",
+    args = drain_parser().parse_args(["--grace", "45", "--route-wait", "2", "--exit-reserve", "20",
                                        "--interval", "0.5", "--quiet", "--annotations", no_annotations(tmp_path),
                                        "--engine", "vllm", "--proc-root", fake_proc(tmp_path)])
     c = resolve_drain_config(args)
@@ -127,7 +127,7 @@ def test_a_grace_not_given_is_assumed_and_known_to_be(tmp_path):
 
 
 def drain_config(tmp_path, *argv, env=None):
-    args = _drain_parser().parse_args([*argv, "--annotations", no_annotations(tmp_path), "--engine", "vllm",
+    args = drain_parser().parse_args([*argv, "--annotations", no_annotations(tmp_path), "--engine", "vllm",
                                        "--proc-root", fake_proc(tmp_path)])
     return resolve_drain_config(args, env or {})
 
@@ -204,7 +204,7 @@ def test_proc_root_flag_wins_over_the_environment(tmp_path, monkeypatch):
     sglang = fake_proc(tmp_path, ["python3", "-m", "sglang.launch_server", "--port", "9200"])
     monkeypatch.setenv(PROC_ROOT_ENV, sglang)
     assert read_config(tmp_path, "--annotations", no_annotations(tmp_path), proc=vllm).hint.kind is EngineKind.VLLM
-    args = _check_parser().parse_args(["--annotations", no_annotations(tmp_path)])
+    args = check_parser().parse_args(["--annotations", no_annotations(tmp_path)])
     assert resolve_read_config(args).hint.kind is EngineKind.SGLANG
 
 

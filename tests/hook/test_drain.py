@@ -5,13 +5,13 @@ import os
 
 import pytest
 
-from modeldrain.hook.config import DrainConfig, ReadConfig
 from modeldrain.hook.decision import DrainOutcome
 from modeldrain.hook.drain import PROGRESS_LOG_INTERVAL_S, run_drain
 from modeldrain.hook.engine import EngineHint
 from modeldrain.hook.events import EventLog
 from modeldrain.hook.gauges import EngineKind, Role
 from modeldrain.hook.outcome import Read, ReadOutcome
+from modeldrain.hook.settings import DrainConfig, ReadConfig
 from modeldrain.hook.target import Target
 
 T0 = 5000.0

@@ -10,10 +10,10 @@ from modeldrain.hook.exposition import (
     READ_NAMES,
     ExpositionError,
     ParseTimeout,
-    measure,
     parse_whole,
 )
 from modeldrain.hook.gauges import EngineKind, Role, gauge_set
+from modeldrain.hook.work import measure
 
 OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"
 
@@ -58,7 +58,7 @@ def test_sglang_fixtures_roles_from_engine_type(fixtures_dir):
     assert "sglang:num_decode_transfer_queue_reqs" in m.gauges
 
 
-def test_decode_that_served_nothing_is_an_incomplete_envelope(fixtures_dir):
+def test_decode_that_served_nothing_is_an_incomplete_gauge_set(fixtures_dir):
     decode = parse(load(fixtures_dir, "sglang-0.5.23-cpu-metrics-decode-idle.txt"))
     m = measure(decode, gauge_set(EngineKind.SGLANG, Role.DECODE))
     assert set(m.missing) == {
@@ -92,7 +92,7 @@ vllm:num_requests_waiting{engine="1",model_name="m"} 4.0
     assert m.gauges == {"vllm:num_requests_running": 5.0, "vllm:num_requests_waiting": 4.0}
 
 
-def test_legacy_prefill_name_satisfies_the_envelope():
+def test_legacy_prefill_name_satisfies_the_gauge_set():
     body = b"""sglang:num_running_reqs{engine_type="prefill",tp_rank="0"} 0
 sglang:num_queue_reqs{engine_type="prefill",tp_rank="0"} 0
 sglang:num_prefill_prealloc_queue_reqs{engine_type="prefill",tp_rank="0"} 2

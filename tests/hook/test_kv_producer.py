@@ -6,7 +6,6 @@ from dataclasses import replace
 import pytest
 
 from emulation.raw_server import canned, http_response
-from modeldrain.hook.config import ReadConfig
 from modeldrain.hook.constants import KV_PRODUCER_HOLD_S
 from modeldrain.hook.engine import EngineHint
 from modeldrain.hook.gauges import RELEASE_RULES, EngineKind
@@ -14,6 +13,7 @@ from modeldrain.hook.kv_producer import FINISHED_COUNTER, ParkedSends
 from modeldrain.hook.outcome import Read, ReadOutcome
 from modeldrain.hook.reader import EngineReader
 from modeldrain.hook.release_trust import start_words
+from modeldrain.hook.settings import ReadConfig
 
 PRODUCER = "kv_role=kv_producer, NixlConnector"
 HOLD_S = 60.0

@@ -200,14 +200,14 @@ def test_a_name_with_several_addresses_is_gone_only_when_every_address_refuses(s
 
 @pytest.mark.parametrize("content", [b"tok\r\nX-Injected: 1\n", b"to ken\n", b"\n", b"tok\x00en", "t\u00f6k".encode()])
 def test_a_token_file_the_sidecar_would_refuse_is_a_usage_error_at_start(tmp_path, content, capsys):
-    from modeldrain.hook.cli import _check_parser, _drain_parser
+    from modeldrain.hook.cli import check_parser, drain_parser
     from modeldrain.hook.token import TokenFileError, read_token
 
     path = tmp_path / "token"
     path.write_bytes(content)
     with pytest.raises(TokenFileError):
         read_token(str(path))  # the sidecar's rule (modeldrain/sidecar/auth.py uses this same function)
-    for parser in (_drain_parser(), _check_parser()):
+    for parser in (drain_parser(), check_parser()):
         with pytest.raises(SystemExit) as stopped:
             parser.parse_args(["--follow-leader", "http://leader", "--leader-token-file", str(path)])
         assert stopped.value.code == 2

@@ -6,11 +6,11 @@ from dataclasses import replace
 import pytest
 
 from emulation.raw_server import canned, hang, http_response
-from modeldrain.hook.config import ReadConfig
 from modeldrain.hook.engine import EngineHint
 from modeldrain.hook.gauges import EngineKind, Role
 from modeldrain.hook.outcome import ReadOutcome
 from modeldrain.hook.reader import EngineReader, read_work
+from modeldrain.hook.settings import ReadConfig
 from modeldrain.hook.target import UNKNOWN_PORT_SOURCE, Target
 
 IDLE = b"vllm:num_requests_running{engine=\"0\"} 0\nvllm:num_requests_waiting{engine=\"0\"} 0\n"
@@ -99,7 +99,7 @@ def test_invalid_values_are_never_idle(serve):
     assert r.outcome is ReadOutcome.INVALID_VALUE and r.in_flight is None
 
 
-def test_hint_chooses_the_envelope(serve):
+def test_hint_chooses_the_gauge_set(serve):
     body = b"sglang:num_running_reqs 0\nsglang:num_queue_reqs 0\n"
     target = serve(canned(http_response(body)))
     assert read(target).outcome is ReadOutcome.IDLE

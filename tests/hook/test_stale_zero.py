@@ -8,11 +8,11 @@ import time
 import pytest
 
 from emulation.engine_process import EngineProcess
-from modeldrain.hook.config import ReadConfig
 from modeldrain.hook.engine import EngineHint
 from modeldrain.hook.gauges import EngineKind
 from modeldrain.hook.outcome import ReadOutcome
 from modeldrain.hook.reader import EngineReader, read_work
+from modeldrain.hook.settings import ReadConfig
 from modeldrain.hook.target import Target
 
 # Long enough that two reads 1 s apart fit inside one pass on a loaded machine; the requests

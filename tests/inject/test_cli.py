@@ -290,11 +290,11 @@ def test_every_workload_kind_gets_the_hook(kind):
 ])
 def test_a_vllm_engine_gets_server_load_tracking_where_its_words_are_its_own(container, expected):
     """Issue 26: vLLM counts a request in its API server only with --enable-server-load-tracking."""
-    from modeldrain.inject.pod_changes import _count_api_server_requests
+    from modeldrain.inject.pod_changes import count_api_server_requests
     from modeldrain.lint.engine_containers import engine_run
 
     changed = copy.deepcopy(container)
     run = engine_run(changed)
     assert run is not None
-    _count_api_server_requests(changed, run)
+    count_api_server_requests(changed, run)
     assert changed == (expected if expected is not None else container)

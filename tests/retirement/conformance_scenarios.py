@@ -111,7 +111,7 @@ class Sidecar:
         return Identity(instance=self.instance, version="0.1.0", started_at_unix=WALL_BASE - 3600.0, pod=self.pod,
                         member=Member(self.worker_index, self.group_size, "env", self.configuration))
 
-    def _sample(self, at_s: float, outcome: str, in_flight: int, connected: int | None = 0) -> NumberedRead:
+    def _numbered_read(self, at_s: float, outcome: str, in_flight: int, connected: int | None = 0) -> NumberedRead:
         self.seq += 1
         if self._pending_restart is not None and outcome != "refused":
             self.incarnation = Incarnation(self.incarnation.value + 1, self._pending_restart, self.seq)
@@ -123,21 +123,21 @@ class Sidecar:
         if self.counts_connections:
             count = _count(started, connected, busy=outcome == "busy")
             free_since = self._free_run.observe(self.seq, idle=connected == 0, incarnation=0)
-        return NumberedRead(self.seq, WALL_BASE + at_s + LATENCY_S, read, self.incarnation, "http://127.0.0.1:8000/metrics",
-                      since, count, free_since)
+        return NumberedRead(self.seq, WALL_BASE + at_s + LATENCY_S, read, self.incarnation,
+                            "http://127.0.0.1:8000/metrics", since, count, free_since)
 
     def answer(self, at_s: float, outcome: str = "idle", in_flight: int = 2, connected: int | None = 0) -> dict:
         """A read the controller asked for, as it arrives; `connected`: outside connections (None: unknown)."""
-        sample = self._sample(at_s, outcome, in_flight, connected)
+        numbered_read = self._numbered_read(at_s, outcome, in_flight, connected)
         draining = None if self.draining_via is None else Draining(WALL_BASE - 2.0, MONO_BASE - 2.0, self.draining_via)
-        body = work_answer(self.identity(), sample, command=self.command, terminating=self.terminating,
+        body = work_answer(self.identity(), numbered_read, command=self.command, terminating=self.terminating,
                            draining=draining)
         self._last = {"status": 200, "body": json.loads(json.dumps(body))}
         return self._last
 
     def taken_by_another_caller(self, at_s: float, outcome: str = "busy", connected: int | None = 0) -> None:
         """A read a peer took: it moves seq and the idle run, and the controller never sees it."""
-        self._sample(at_s, outcome, 1, connected)
+        self._numbered_read(at_s, outcome, 1, connected)
 
     def answer_from_a_later_release(self, at_s: float, outcome: str = "idle") -> dict:
         """An answer as a later sidecar release of the same schema writes it: the fields it added too."""

@@ -1,4 +1,4 @@
-"""The /v1/work body, built from one sample: who answered, which engine process, what the read said."""
+"""The /v1/work body, built from one numbered read: who answered, which engine process, what the read said."""
 
 import json
 
@@ -15,17 +15,17 @@ IDENTITY = Identity(instance="0" * 32, version="0.1.0", started_at_unix=0.0,
 UNIFIED = EngineCommand(CommandSource.FLAG, False, ())
 
 
-def sample(read: Read, seq: int = 7, incarnation: Incarnation = Incarnation(0, None, None),
-           idle_run_since_seq: int | None = None) -> NumberedRead:
+def numbered_read(read: Read, seq: int = 7, incarnation: Incarnation = Incarnation(0, None, None),
+                  idle_run_since_seq: int | None = None) -> NumberedRead:
     return NumberedRead(seq=seq, started_at_unix=1764489600.25, read=read, incarnation=incarnation,
-                  target_url="http://127.0.0.1:8000/metrics", idle_run_since_seq=idle_run_since_seq)
+                        target_url="http://127.0.0.1:8000/metrics", idle_run_since_seq=idle_run_since_seq)
 
 
 def test_the_read_is_the_one_rendering_plus_seq_start_and_idle_run():
     read = Read(ReadOutcome.IDLE, 1234.5678901, 0.004, "every work gauge reads zero",
                 gauges={"vllm:num_requests_running": 0.0, "vllm:num_requests_waiting": 0.0}, in_flight=0.0,
                 kind=EngineKind.VLLM, role=Role.UNIFIED, process_start_time=1.7e9, http_status=200, body_bytes=1)
-    body = work_answer(IDENTITY, sample(read, idle_run_since_seq=5), command=UNIFIED, terminating=False)
+    body = work_answer(IDENTITY, numbered_read(read, idle_run_since_seq=5), command=UNIFIED, terminating=False)
     assert body["read"] == {"seq": 7, "started_at": "2025-11-30T08:00:00.250Z", "started_monotonic_s": 1234.56789,
                             "idle_run_since_seq": 5, **read_fields(read)}
     assert body["schema"] == SCHEMA_VERSION == "modeldrain.sidecar/v2"
@@ -44,7 +44,7 @@ def test_the_read_is_the_one_rendering_plus_seq_start_and_idle_run():
 def test_incarnation_evidence_command_and_terminating():
     read = Read(ReadOutcome.REFUSED, 1.0, 0.001, "connection refused")
     command = EngineCommand(CommandSource.CMDLINE, True, ("cmdline: --disaggregation-mode=decode",))
-    body = work_answer(IDENTITY, sample(read, 9, Incarnation(2, Evidence.LISTENER_RETURNED, 8)),
+    body = work_answer(IDENTITY, numbered_read(read, 9, Incarnation(2, Evidence.LISTENER_RETURNED, 8)),
                          command=command, terminating=True)
     assert body["sidecar"]["terminating"] is True
     assert body["engine"]["incarnation"] == 2
