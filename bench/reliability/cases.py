@@ -302,7 +302,7 @@ def issue_25_cases() -> list[HostileCase]:
     """A busy engine whose port only its own argv or --config says, in the spellings its own readers
     (PyYAML, argparse, CPython) accept: a correct hook reads it busy to the deadline. A hook that
     reads another port is refused there (exit 11) or reads what else answers."""
-    group = "the engine's own reading"
+    group = "the engine's own reading (issue 25)"
     cases = [HostileCase(f"--config with {name}", group, BUSY, idle_is_true=False, expected=DEADLINE,
                          port_from_engine=True, engine_argv=("serve", "m", "--config", "serve.yaml"),
                          engine_files=(("serve.yaml", text),))

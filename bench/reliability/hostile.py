@@ -1,6 +1,7 @@
 """The real `prestop` against every hostile input of the catalogue: crashes, false idles, overruns.
 
     .venv/bin/python -m bench.reliability.hostile [--executables bundle,console] [--jobs 3] [--json out.json]
+        [--group TEXT ...]
 
 Each case is one exec of the hook (the bundle dist/prestop and the console script .venv/bin/prestop)
 against a real listener on loopback: a scripted one serving the case's bytes, none at all, or the
@@ -609,9 +610,16 @@ def run_emulated(cases: list[HostileCase], executables: dict[str, Path],
     return runs
 
 
-def measure(executables: dict[str, Path], jobs: int, progress: Progress = lambda message: None) -> list[HostileRun]:
-    return run_scripted(scripted_cases(), executables, jobs, progress) + run_emulated(emulated_cases(), executables,
-                                                                                      progress)
+def in_groups(cases: list[HostileCase], groups: list[str]) -> list[HostileCase]:
+    """The cases whose group names hold one of `groups` (every case when there is none)."""
+    return [case for case in cases if not groups or any(g in case.group for g in groups)]
+
+
+def measure(executables: dict[str, Path], jobs: int, progress: Progress = lambda message: None,
+            groups: list[str] | None = None) -> list[HostileRun]:
+    scripted, emulated = in_groups(scripted_cases(), groups or []), in_groups(emulated_cases(), groups or [])
+    return (run_scripted(scripted, executables, jobs, progress) if scripted else []) + (
+        run_emulated(emulated, executables, progress) if emulated else [])
 
 
 def summary(runs: list[HostileRun]) -> dict:
@@ -656,11 +664,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="comma-separated: bundle (dist/prestop, when built), console (.venv/bin/prestop)")
     parser.add_argument("--jobs", type=int, default=3, help="scripted cases run at once (default 3)")
     parser.add_argument("--json", type=Path, help="also write every run here")
+    parser.add_argument("--group", action="append", default=[], metavar="TEXT",
+                        help="only the cases whose group holds TEXT (repeatable; e.g. 'issue 25')")
     args = parser.parse_args(argv)
     executables = executables_present([e.strip() for e in args.executables.split(",") if e.strip()])
     if not executables:
         parser.error("none of those executables exists here")
-    runs = measure(executables, args.jobs, progress=lambda message: print(message, file=sys.stderr))
+    runs = measure(executables, args.jobs, progress=lambda message: print(message, file=sys.stderr), groups=args.group)
+    if not runs:
+        parser.error("no case is in those groups")
     for r in runs:
         mark = "; ".join(r.problems) or "ok"
         print(f"{r.executable:8} {r.exit_code:>4} {r.lateness_s:+7.2f} s  {r.case}: {mark}")

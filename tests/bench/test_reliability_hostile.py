@@ -12,7 +12,15 @@ import sys
 from pathlib import Path
 
 from bench.reliability import bodies, cases
-from bench.reliability.hostile import CONSOLE_SCRIPT, OVERRUN_TOLERANCE_S, HostileRun, run_case, serving, summary
+from bench.reliability.hostile import (
+    CONSOLE_SCRIPT,
+    OVERRUN_TOLERANCE_S,
+    HostileRun,
+    in_groups,
+    run_case,
+    serving,
+    summary,
+)
 from modeldrain.hook.events import MAX_LINE_BYTES
 
 BUSY_CASE = cases.HostileCase("busy engine", "test", cases.BUSY, idle_is_true=False, expected=cases.DEADLINE)
@@ -227,3 +235,13 @@ def test_issue_25s_listener_and_stale_zero_classes_are_in_the_catalogue_and_the_
         wrong = [p for p in result.problems if not p.startswith("overrun")]
         assert wrong == [] and result.exit_code in case.expected, (case.name, result)
         assert result.said_idle == case.idle_is_true, (case.name, result)
+
+
+def test_a_rerun_of_issue_25s_classes_alone_takes_every_one_of_them():
+    chosen = in_groups(cases.scripted_cases(), ["issue 25"])
+    assert {c.group for c in chosen} == {"HTTP framing (issue 25)", "the engine's own reading (issue 25)",
+                                         "where the engine listens (issue 25)", "SGLang's stale zero (issue 25)"}
+    issue_25 = (cases.issue_25_framing_cases() + cases.issue_25_cases() + cases.issue_25_listener_cases()
+                + cases.issue_25_stale_zero_cases())
+    assert chosen == [c for c in cases.scripted_cases() if c in issue_25]
+    assert in_groups(cases.scripted_cases(), []) == cases.scripted_cases()
