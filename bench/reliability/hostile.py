@@ -4,8 +4,11 @@
         [--group TEXT ...]
 
 Each case is one exec of the hook (the bundle dist/prestop and the console script .venv/bin/prestop)
-against a real listener on loopback: a scripted one serving the case's bytes, none at all, or the
-engine emulator with two requests in flight misbehaving. Its stdout and stderr are pipes the bench
+against a real listener on loopback: a scripted one serving the case's bytes (the same on every
+connection, or each read its own), none at all (a port held bound, never listening: a guessed
+default port included), stand-in processes each listening on a socket of its own (their own
+listeners to the kernel, bench/reliability/stand_in.py), or the engine emulator with two requests
+in flight misbehaving. Its stdout and stderr are pipes the bench
 reads (unless the case closes or stalls one); its $TMPDIR, /proc (what it sees of the engine's
 processes) and annotations file are private to the run. Per run:
 
@@ -266,13 +269,14 @@ def stand_in(workdir: Path, index: int, which: StandIn, port: int) -> subprocess
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "STAND_IN_PAYLOAD": str(folder / "answer"),
            "STAND_IN_READY": str(ready)}
     argv = [str(script), *(word.format(port=port) for word in which.argv)]
-    process = subprocess.Popen(argv, cwd=folder, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE)
+    with open(folder / "stderr", "wb") as stderr:
+        process = subprocess.Popen(argv, cwd=folder, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                   stderr=stderr)
     started = time.monotonic()
     while not ready.exists():
         if process.poll() is not None or time.monotonic() - started > STAND_IN_START_S:
             _end(process)
-            said = process.stderr.read().decode("utf-8", "replace").strip().splitlines() if process.stderr else []
+            said = (folder / "stderr").read_text("utf-8", "replace").strip().splitlines()
             raise NotRun(f"not run: the stand-in {' '.join(argv[1:])} did not listen ({said[-1] if said else ''})")
         time.sleep(0.02)
     return process
