@@ -55,7 +55,7 @@ FUZZ_EXAMPLES ?= 10000
 fuzz: venv
 	MODELDRAIN_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -n $(CPU_BOUND_WORKERS) --timeout=3600 \
 		tests/hook/test_exposition_differential.py tests/hook/test_fetch_differential.py \
-		tests/hook/test_framing_differential.py
+		tests/hook/test_framing_differential.py tests/hook/test_freshness_differential.py
 
 # mypy, configured in pyproject.toml: the product fully typed, the rest where annotated.
 typecheck: venv

@@ -16,6 +16,7 @@ import enum
 import json
 import signal
 from dataclasses import dataclass
+from typing import Callable, Sequence
 
 from bench.reliability import bodies
 from modeldrain.hook.constants import READ_TIMEOUT_S, SIDECAR_SCHEMA
@@ -78,8 +79,54 @@ class NothingListens:
     """A port nothing listens on: connections are refused."""
 
 
-Served = Canned | Streamed | Emulated | NothingListens
-Scripted = Canned | Streamed | NothingListens  # what the bench's own listener (or none) serves
+@dataclass(frozen=True)
+class Sequenced:
+    """The n-th connection gets the n-th payload, the last one every connection after: an engine whose
+    answers change between reads."""
+
+    payloads: tuple[bytes, ...]
+
+
+@dataclass(frozen=True)
+class GuessedPort:
+    """Nothing names the engine's port, so the hook can only guess its engine's default (`port`),
+    where nothing listens: the bench holds it bound and never listening on both loopback addresses,
+    so every connection there is refused."""
+
+    port: int
+
+
+@dataclass(frozen=True)
+class StandIn:
+    """A process of its own (bench/reliability/stand_in.py) listening on its own socket and answering
+    every request busy or idle. Named `vllm` and run as `vllm serve m ...`, it is a vLLM engine to the
+    hook; named otherwise, someone else. `host` with a `:` is IPv6 only. `shares`: the index of an
+    earlier stand-in whose port it binds too (on the other address family), else a port of its own;
+    `in_container`: whether the run's /proc shows it."""
+
+    name: str
+    busy: bool
+    host: str = "0.0.0.0"
+    shares: int | None = None
+    in_container: bool = True
+
+    @property
+    def argv(self) -> tuple[str, ...]:
+        serve = ("serve", "m") if self.name == "vllm" else ()
+        return (*serve, "--host", self.host, "--port", "{port}")
+
+
+@dataclass(frozen=True)
+class Listeners:
+    """Stand-in processes, each on its own socket; the ports of their own are free ports taken in
+    ascending order, in the order given. "{port0}", "{port1}", ... in a case's args are their ports."""
+
+    stand_ins: tuple[StandIn, ...]
+
+
+Served = Canned | Streamed | Emulated | NothingListens | Sequenced | GuessedPort | Listeners
+# What the bench's own listener (or none, or stand-in processes) serves.
+Scripted = Canned | Streamed | NothingListens | Sequenced | GuessedPort | Listeners
 
 
 class Stdio(enum.Enum):
@@ -223,7 +270,8 @@ def scripted_cases() -> list[HostileCase]:
         HostileCase("no descriptor left at connect (EMFILE)", resources, BUSY, idle_is_true=False,
                     expected=DEADLINE, descriptors_spent=True),
     ]
-    return cases + issue_15_cases() + issue_25_framing_cases() + corpus_cases() + leader_cases() + issue_25_cases()
+    return (cases + issue_15_cases() + issue_25_framing_cases() + corpus_cases() + leader_cases() + issue_25_cases()
+            + issue_25_listener_cases() + issue_25_stale_zero_cases())
 
 
 # What each --config file says, in a form PyYAML (so vLLM) reads as the served port, which a reader
@@ -254,7 +302,7 @@ def issue_25_cases() -> list[HostileCase]:
     """A busy engine whose port only its own argv or --config says, in the spellings its own readers
     (PyYAML, argparse, CPython) accept: a correct hook reads it busy to the deadline. A hook that
     reads another port is refused there (exit 11) or reads what else answers."""
-    group = "the engine's own reading"
+    group = "the engine's own reading (issue 25)"
     cases = [HostileCase(f"--config with {name}", group, BUSY, idle_is_true=False, expected=DEADLINE,
                          port_from_engine=True, engine_argv=("serve", "m", "--config", "serve.yaml"),
                          engine_files=(("serve.yaml", text),))
@@ -276,6 +324,110 @@ def issue_25_cases() -> list[HostileCase]:
                     expected=DEADLINE, port_from_engine=True, engine_is_python=True, engine_files=_STUB_MODULE,
                     engine_argv=("--check-hash-based-pycs", "never", "-X", "utf8", "-Bm",
                                  "vllm.entrypoints.openai.api_server", "--port", "{port}")),
+    ]
+    return cases
+
+
+def issue_25_listener_cases() -> list[HostileCase]:
+    """Where the engine listens is what the kernel says (issue 25, items 3 and 4): stand-in processes
+    on sockets of their own, the engine's among them busy. An IPv6-only engine on `--host ::` with
+    another process answering idle on IPv4 at its port; several vLLM engines in one container, one
+    busy; and a port nothing named, guessed (the engine's default), refused there. Each hides a busy
+    or unknown engine: the drain waits to its deadline, the check says not cleared."""
+    group = "where the engine listens (issue 25)"
+    engine_v6 = StandIn("vllm", busy=True, host="::", shares=0)
+
+    def listening(name: str, *stand_ins: StandIn, args: tuple[str, ...] = (),
+                  subcommand: tuple[str, ...] = ()) -> HostileCase:
+        return HostileCase(name, group, Listeners(stand_ins), idle_is_true=False,
+                           expected=CHECK_BUSY if subcommand else DEADLINE, subcommand=subcommand, args=args,
+                           port_from_engine=True)
+
+    idle, busy = StandIn("vllm", busy=False), StandIn("vllm", busy=True)
+    impostor = StandIn("exporter", busy=False, host="127.0.0.1", in_container=False)
+    impostor_any = StandIn("exporter", busy=False, host="0.0.0.0", in_container=False)
+    cases = [
+        listening("IPv6-only engine on --host ::, busy; another process idle on 127.0.0.1 at its port",
+                  impostor, engine_v6),
+        listening("IPv6-only engine on --host ::, busy; another process idle on 0.0.0.0 at its port",
+                  impostor_any, engine_v6),
+        listening("IPv6-only engine, busy, its port named by --port; another process idle on 127.0.0.1 there",
+                  impostor, engine_v6, args=("--port", "{port1}")),
+        listening("prestop check, IPv6-only engine busy; another process idle on 127.0.0.1 at its port",
+                  impostor, engine_v6, subcommand=("check",)),
+        listening("two vLLM engines, the idle one on the lower port, no port named", idle, busy),
+        listening("two vLLM engines, the idle one on the higher port, no port named", busy, idle),
+        listening("two vLLM engines, --port names the idle one", idle, busy, args=("--port", "{port0}")),
+        listening("three vLLM engines, the busy one between two idle ones", idle, busy, idle),
+        listening("prestop check, two vLLM engines, one idle, one busy", idle, busy, subcommand=("check",)),
+    ]
+    guessed = {"vllm": 8000, "sglang": 30000}
+    cases += [HostileCase(f"a refusal at a guessed port ({kind}'s default {port}, nothing names it)", group,
+                          GuessedPort(port), idle_is_true=False, expected=DEADLINE, port_from_engine=True,
+                          args=("--engine", kind))
+              for kind, port in guessed.items()]
+    cases += [
+        HostileCase("a refusal at a guessed port (a vLLM engine seen, listening nowhere, no --port)", group,
+                    GuessedPort(guessed["vllm"]), idle_is_true=False, expected=DEADLINE, port_from_engine=True,
+                    engine_argv=("serve", "m")),
+        HostileCase("prestop check, a refusal at a guessed port (vLLM's default)", group, GuessedPort(guessed["vllm"]),
+                    idle_is_true=False, expected=CHECK_BUSY, subcommand=("check",), port_from_engine=True,
+                    args=("--engine", "vllm")),
+    ]
+    return cases
+
+
+SGLANG_IDLE_GAUGES = ('sglang:num_running_reqs{engine_type="unified"} 0\n'
+                      'sglang:num_queue_reqs{engine_type="unified"} 0\n'
+                      '# TYPE sglang:scheduler_process_cpu_seconds_total counter\n')
+# The heartbeat series of the n-th read: (tp_rank, value) in body order.
+RanksOfRead = Callable[[int], Sequence[tuple[str, str]]]
+# Reads a stale-zero case's engine answers at most (the last repeated): more than one drain makes.
+_SEQUENCE_READS = 16
+
+
+def sglang_idle_body(*ranks: tuple[str, str]) -> bytes:
+    """SGLang's work gauges at zero, and one scheduler heartbeat series per (tp_rank, value) in the
+    order given: none, a heartbeat absent from the body."""
+    return (SGLANG_IDLE_GAUGES + "".join(
+        f'sglang:scheduler_process_cpu_seconds_total{{engine_type="unified",tp_rank="{rank}"}} {value}\n'
+        for rank, value in ranks)).encode()
+
+
+def _answers(ranks_of_read: RanksOfRead) -> Sequenced:
+    return Sequenced(tuple(bodies.http_200(sglang_idle_body(*ranks_of_read(n))) for n in range(_SEQUENCE_READS)))
+
+
+def issue_25_stale_zero_cases() -> list[HostileCase]:
+    """SGLang's stale-zero rule (issue 25, item 6): every work gauge zero on every read, and a scheduler
+    heartbeat that never shows every scheduler ran since the previous read (NaN or +-Inf; absent,
+    then present; ranks whose series swap order, are relabelled or go, one of them frozen). Each zero
+    may be a long forward pass's, so the engine is not known idle: the drain waits to its deadline.
+    The control: every rank's heartbeat advancing, in whatever order, is a fresh zero (idle)."""
+    group = "SGLang's stale zero (issue 25)"
+
+    def stale(name: str, ranks_of_read: RanksOfRead) -> HostileCase:
+        return HostileCase(name, group, _answers(ranks_of_read), idle_is_true=False, expected=DEADLINE)
+
+    def swapped(*ranks: tuple[str, str], n: int) -> tuple[tuple[str, str], ...]:
+        return ranks if n % 2 == 0 else tuple(reversed(ranks))
+
+    cases = [
+        stale("heartbeat NaN after the first read", lambda n: [("0", "3.0" if n == 0 else "NaN")]),
+        stale("heartbeat +Inf after the first read", lambda n: [("0", "3.0" if n == 0 else "+Inf")]),
+        stale("heartbeat -Inf after the first read", lambda n: [("0", "3.0" if n == 0 else "-Inf")]),
+        stale("one of two ranks' heartbeat NaN, the other advancing",
+              lambda n: [("0", f"{3 + n}.0"), ("1", "3.0" if n == 0 else "NaN")]),
+        stale("heartbeat absent on the first read, constant after", lambda n: [] if n == 0 else [("0", "4.0")]),
+        stale("two ranks swapping order every read, rank 0 frozen",
+              lambda n: swapped(("0", "5.0"), ("1", f"{3 + 6 * n}.0"), n=n)),
+        stale("a rank relabelled every read, each series advancing",
+              lambda n: [("0", f"{5 + n}.0"), (str(n + 1), f"{3 + n}.0")]),
+        stale("a rank's series gone after the first read, the other advancing",
+              lambda n: [("0", f"{5 + n}.0"), ("1", "3.0")] if n == 0 else [("0", f"{5 + n}.0")]),
+        HostileCase("control: two ranks swapping order, both advancing (a fresh zero)", group,
+                    _answers(lambda n: swapped(("0", f"{5 + n}.0"), ("1", f"{3 + n}.0"), n=n)), idle_is_true=True,
+                    expected=DRAINED),
     ]
     return cases
 

@@ -2,9 +2,10 @@
 
     .venv/bin/python -m bench.reliability.fuzz [--examples 1000] [--json out.json]
 
-Runs the two property tests (tests/hook/test_exposition_differential.py: the reader against
+Runs the property tests (tests/hook/test_exposition_differential.py: the reader against
 prometheus-client's parse of the whole body; tests/hook/test_fetch_differential.py: the fetch
-against raw byte streams) and the corpus replays in those files, under pytest with Hypothesis'
+against raw byte streams; tests/hook/test_freshness_differential.py: SGLang's stale-zero rule
+against an oracle of its own, issue 25) and the corpus replays in those files, under pytest with Hypothesis'
 statistics, and reads the counts Hypothesis itself reports: passing, failing and invalid examples
 per property. A violation is a failing example or a failed test; none is expected.
 """
@@ -21,8 +22,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-TEST_FILES = ("tests/hook/test_exposition_differential.py", "tests/hook/test_fetch_differential.py")
-# Two workers: one per property test (they dominate the time), on the bench's two cores.
+TEST_FILES = ("tests/hook/test_exposition_differential.py", "tests/hook/test_fetch_differential.py",
+              "tests/hook/test_freshness_differential.py")
+# Two workers: the first two property tests dominate the time, on the bench's two cores.
 WORKERS = 2
 TIMEOUT_S = 3600
 

@@ -1,10 +1,14 @@
 """The real `prestop` against every hostile input of the catalogue: crashes, false idles, overruns.
 
     .venv/bin/python -m bench.reliability.hostile [--executables bundle,console] [--jobs 3] [--json out.json]
+        [--group TEXT ...]
 
 Each case is one exec of the hook (the bundle dist/prestop and the console script .venv/bin/prestop)
-against a real listener on loopback: a scripted one serving the case's bytes, none at all, or the
-engine emulator with two requests in flight misbehaving. Its stdout and stderr are pipes the bench
+against a real listener on loopback: a scripted one serving the case's bytes (the same on every
+connection, or each read its own), none at all (a port held bound, never listening: a guessed
+default port included), stand-in processes each listening on a socket of its own (their own
+listeners to the kernel, bench/reliability/stand_in.py), or the engine emulator with two requests
+in flight misbehaving. Its stdout and stderr are pipes the bench
 reads (unless the case closes or stalls one); its $TMPDIR, /proc (what it sees of the engine's
 processes) and annotations file are private to the run. Per run:
 
@@ -37,13 +41,18 @@ from typing import IO, Callable, Iterator
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from bench.reliability import bodies  # noqa: E402
 from bench.reliability.cases import (  # noqa: E402
     DRAIN_ARGS,
     Canned,
     Emulated,
+    GuessedPort,
     HostileCase,
+    Listeners,
     NothingListens,
     Scripted,
+    Sequenced,
+    StandIn,
     Stdio,
     Streamed,
     emulated_cases,
@@ -150,13 +159,60 @@ def streamed(served: Streamed) -> Responder:
     return respond
 
 
-def responder(served: Canned | Streamed) -> Responder:
+def in_turn(served: Sequenced) -> Responder:
+    """The n-th connection's answer is the n-th payload; the last one answers every one after."""
+    lock = threading.Lock()
+    answered = [0]
+
+    def respond(conn: socket.socket) -> None:
+        with lock:
+            n = answered[0]
+            answered[0] += 1
+        conn.sendall(served.payloads[min(n, len(served.payloads) - 1)])
+    return respond
+
+
+def responder(served: Canned | Streamed | Sequenced) -> Responder:
+    if isinstance(served, Sequenced):
+        return in_turn(served)
     return canned(served.payload) if isinstance(served, Canned) else streamed(served)
+
+
+class NotRun(Exception):
+    """A case whose precondition this machine does not meet (a port it needs is taken): not run."""
+
+
+# One case at a time holds a guessed (fixed) port.
+_GUESSED_PORT = threading.Lock()
+
+
+@contextlib.contextmanager
+def holding_refused(port: int) -> Iterator[int]:
+    """`port` bound and never listening on 127.0.0.1 and [::1]: every connect there is refused, and
+    no other process can listen there meanwhile."""
+    with _GUESSED_PORT, contextlib.ExitStack() as stack:
+        for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+            sock = stack.enter_context(socket.socket(family, socket.SOCK_STREAM))
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                sock.bind((host, port))
+            except OSError as exc:
+                raise NotRun(f"not run: {host} port {port} is taken on this machine ({exc.strerror})") from None
+        yield port
 
 
 @contextlib.contextmanager
 def serving(served: Scripted) -> Iterator[int]:
-    """The port the case's engine answers on, for as long as the run lasts."""
+    """The port the case's engine answers on, for as long as the run lasts (0 for stand-in processes:
+    they are started with the run, bench/reliability/stand_in.py)."""
+    if isinstance(served, Listeners):
+        yield 0
+        return
+    if isinstance(served, GuessedPort):
+        with holding_refused(served.port) as port:
+            yield port
+        return
     if not isinstance(served, NothingListens):
         with RawServer(responder(served)) as server:
             yield server.port
@@ -178,6 +234,67 @@ def fake_engine(workdir: Path, argv: tuple[str, ...], python: bool = False) -> s
         program = str(script)
     return subprocess.Popen([program, *argv], cwd=workdir,
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+STAND_IN = REPO / "bench" / "reliability" / "stand_in.py"
+STAND_IN_START_S = 20.0
+BUSY_ANSWER = bodies.http_200(bodies.BUSY_VLLM)
+IDLE_ANSWER = bodies.http_200(bodies.IDLE_VLLM)
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` ports free on both loopback addresses just now, ascending."""
+    ports: set[int] = set()
+    while len(ports) < count:
+        with socket.socket(socket.AF_INET) as v4, socket.socket(socket.AF_INET6) as v6:
+            v4.bind(("127.0.0.1", 0))
+            v6.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                v6.bind(("::", v4.getsockname()[1]))
+            except OSError:
+                continue  # taken on IPv6: another
+            ports.add(v4.getsockname()[1])
+    return sorted(ports)
+
+
+def stand_in(workdir: Path, index: int, which: StandIn, port: int) -> subprocess.Popen:
+    """One stand-in process (StandIn), listening on `port` once this returns."""
+    folder = workdir / f"stand-in-{index}"
+    folder.mkdir()
+    script = folder / which.name
+    script.write_text(f"#!{sys.executable}\nimport runpy\nrunpy.run_path({str(STAND_IN)!r}, run_name='__main__')\n")
+    script.chmod(0o755)
+    (folder / "answer").write_bytes(BUSY_ANSWER if which.busy else IDLE_ANSWER)
+    ready = folder / "ready"
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "STAND_IN_PAYLOAD": str(folder / "answer"),
+           "STAND_IN_READY": str(ready)}
+    argv = [str(script), *(word.format(port=port) for word in which.argv)]
+    with open(folder / "stderr", "wb") as stderr:
+        process = subprocess.Popen(argv, cwd=folder, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                   stderr=stderr)
+    started = time.monotonic()
+    while not ready.exists():
+        if process.poll() is not None or time.monotonic() - started > STAND_IN_START_S:
+            _end(process)
+            said = (folder / "stderr").read_text("utf-8", "replace").strip().splitlines()
+            raise NotRun(f"not run: the stand-in {' '.join(argv[1:])} did not listen ({said[-1] if said else ''})")
+        time.sleep(0.02)
+    return process
+
+
+def stand_ins(workdir: Path, served: Listeners, stack: contextlib.ExitStack) -> list[int]:
+    """Every stand-in of the case, running until `stack` closes; the port of each, in order. In
+    the run's /proc: those in the container."""
+    own = free_ports(sum(1 for s in served.stand_ins if s.shares is None))
+    ports: list[int] = []
+    for index, which in enumerate(served.stand_ins):
+        port = own.pop(0) if which.shares is None else ports[which.shares]
+        process = stand_in(workdir, index, which, port)
+        stack.callback(_end, process)
+        if which.in_container:
+            (workdir / "proc" / str(process.pid)).symlink_to(f"/proc/{process.pid}")
+        ports.append(port)
+    return ports
 
 
 def _engine_text(text: str, port: int) -> str:
@@ -256,7 +373,7 @@ class _Collector:
         self._thread.join(timeout_s)
 
 
-def _argv(case: HostileCase, executable: Path, port: int, work: Path) -> list[str]:
+def _argv(case: HostileCase, executable: Path, port: int, work: Path, ports: list[int]) -> list[str]:
     argv = [str(executable), *case.subcommand]
     if case.is_drain:
         argv += [*DRAIN_ARGS]
@@ -266,7 +383,8 @@ def _argv(case: HostileCase, executable: Path, port: int, work: Path) -> list[st
     argv += ([] if case.port_from_engine else ["--port", str(port)]) + ["--proc-root", str(work / "proc")]
     if case.annotations is not None or case.annotations_fifo or case.annotations_link:
         argv += ["--annotations", str(work / "annotations")]
-    return argv + list(case.args)
+    named = {f"port{i}": p for i, p in enumerate(ports)}
+    return argv + [word.format(**named) if named else word for word in case.args]
 
 
 @dataclass(frozen=True)
@@ -293,11 +411,22 @@ def _final(case: HostileCase, stdout: bytes) -> _Final:
                   dropped if isinstance(dropped, int) else None)
 
 
-def _arrange(case: HostileCase, work: Path, stack: contextlib.ExitStack, port: int) -> int:
-    """The run's private $TMPDIR, /proc and annotations file, and its stderr (returned: a descriptor,
-    or subprocess.PIPE / DEVNULL); what must outlive the run's start goes on `stack`."""
+@dataclass(frozen=True)
+class _Arranged:
+    stderr: int  # a descriptor, or subprocess.PIPE / DEVNULL
+    ports: list[int]  # the stand-in processes' ports, in the case's order
+
+
+def _arrange(case: HostileCase, work: Path, stack: contextlib.ExitStack, port: int) -> _Arranged:
+    """The run's private $TMPDIR, /proc, stand-in processes and annotations file, and its stderr;
+    what must outlive the run's start goes on `stack`."""
     (work / "tmp").mkdir()
     (work / "proc").mkdir()
+    ports = stand_ins(work, case.served, stack) if isinstance(case.served, Listeners) else []
+    return _Arranged(_arrange_files(case, work, stack, port), ports)
+
+
+def _arrange_files(case: HostileCase, work: Path, stack: contextlib.ExitStack, port: int) -> int:
     for name, text in case.engine_files:
         (work / name).parent.mkdir(parents=True, exist_ok=True)
         (work / name).write_text(_engine_text(text, port), encoding="utf-8")
@@ -330,11 +459,12 @@ def run_case(case: HostileCase, executable: Path, name: str, port: int) -> Hosti
     """One exec of `executable` on `case`, its engine answering on `port`."""
     with tempfile.TemporaryDirectory(prefix="bench-hostile-") as tmp, contextlib.ExitStack() as stack:
         work = Path(tmp)
-        stderr = _arrange(case, work, stack, port)
+        arranged = _arrange(case, work, stack, port)
+        stderr = arranged.stderr
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TMPDIR": str(work / "tmp")}
         close_stderr = (lambda: os.close(2)) if case.stdio is Stdio.STDERR_CLOSED else None
         started = time.monotonic()
-        process = subprocess.Popen(_argv(case, executable, port, work), env=env, start_new_session=True,
+        process = subprocess.Popen(_argv(case, executable, port, work, arranged.ports), env=env, start_new_session=True,
                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr,
                                    preexec_fn=close_stderr)
         out = _Collector(process.stdout)
@@ -379,6 +509,14 @@ def run_case(case: HostileCase, executable: Path, name: str, port: int) -> Hosti
         )
         run.problems = judge(case, run)
         return run
+
+
+def not_run(case: HostileCase, executable: str, why: str) -> HostileRun:
+    """A case this machine could not set up: reported as a problem, never as a pass."""
+    return HostileRun(case=case.name, group=case.group, executable=executable, exit_code=-1,
+                      expected=sorted(case.expected), seconds=0.0, deadline_s=case.deadline_s, traceback=False,
+                      outcome=None, own_elapsed_s=None, said_idle=False, longest_log_line=0, stderr_lines=None,
+                      log_lines_dropped=None, temp_left=0, problems=[why], detail=why)
 
 
 def _end(process: subprocess.Popen) -> None:
@@ -437,9 +575,12 @@ def executables_present(wanted: list[str]) -> dict[str, Path]:
 def run_scripted(cases: list[HostileCase], executables: dict[str, Path], jobs: int,
                  progress: Progress = lambda message: None) -> list[HostileRun]:
     def one(case: HostileCase, name: str, path: Path) -> HostileRun:
-        assert isinstance(case.served, (Canned, Streamed, NothingListens))
-        with serving(case.served) as port:
-            return run_case(case, path, name, port)
+        assert isinstance(case.served, (Canned, Streamed, NothingListens, Sequenced, GuessedPort, Listeners))
+        try:
+            with serving(case.served) as port:
+                return run_case(case, path, name, port)
+        except NotRun as exc:
+            return not_run(case, name, str(exc))
 
     pairs = [(case, name, path) for case in cases for name, path in executables.items()]
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
@@ -473,9 +614,16 @@ def run_emulated(cases: list[HostileCase], executables: dict[str, Path],
     return runs
 
 
-def measure(executables: dict[str, Path], jobs: int, progress: Progress = lambda message: None) -> list[HostileRun]:
-    return run_scripted(scripted_cases(), executables, jobs, progress) + run_emulated(emulated_cases(), executables,
-                                                                                      progress)
+def in_groups(cases: list[HostileCase], groups: list[str]) -> list[HostileCase]:
+    """The cases whose group names hold one of `groups` (every case when there is none)."""
+    return [case for case in cases if not groups or any(g in case.group for g in groups)]
+
+
+def measure(executables: dict[str, Path], jobs: int, progress: Progress = lambda message: None,
+            groups: list[str] | None = None) -> list[HostileRun]:
+    scripted, emulated = in_groups(scripted_cases(), groups or []), in_groups(emulated_cases(), groups or [])
+    return (run_scripted(scripted, executables, jobs, progress) if scripted else []) + (
+        run_emulated(emulated, executables, progress) if emulated else [])
 
 
 def summary(runs: list[HostileRun]) -> dict:
@@ -520,11 +668,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="comma-separated: bundle (dist/prestop, when built), console (.venv/bin/prestop)")
     parser.add_argument("--jobs", type=int, default=3, help="scripted cases run at once (default 3)")
     parser.add_argument("--json", type=Path, help="also write every run here")
+    parser.add_argument("--group", action="append", default=[], metavar="TEXT",
+                        help="only the cases whose group holds TEXT (repeatable; e.g. 'issue 25')")
     args = parser.parse_args(argv)
     executables = executables_present([e.strip() for e in args.executables.split(",") if e.strip()])
     if not executables:
         parser.error("none of those executables exists here")
-    runs = measure(executables, args.jobs, progress=lambda message: print(message, file=sys.stderr))
+    runs = measure(executables, args.jobs, progress=lambda message: print(message, file=sys.stderr), groups=args.group)
+    if not runs:
+        parser.error("no case is in those groups")
     for r in runs:
         mark = "; ".join(r.problems) or "ok"
         print(f"{r.executable:8} {r.exit_code:>4} {r.lateness_s:+7.2f} s  {r.case}: {mark}")

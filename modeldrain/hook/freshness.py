@@ -10,7 +10,7 @@ after that read, so the second of two idle reads reflects the scheduler after th
 first of the two needs no such proof: whatever it missed, the second sees. So the reader's very
 first read, with nothing to compare with, may read idle.) Series are compared by their label sets,
 never by their place in the body (two schedulers' series can come in either order); NaN and
-+-Inf never count as progress; and a counter missing from an earlier complete read and present now
++-Inf never count as progress, now or as the previous read's value (-Inf, then any number); and a counter missing from an earlier complete read and present now
 has not advanced: its first value proves nothing.
 
 The reader applies it (modeldrain/hook/reader.py: EngineReader), so the hook's drain, the sidecar's
@@ -64,6 +64,10 @@ def stale_zero(last: Heartbeat | None, read: Read) -> str | None:
     if not last:
         return (f"every work gauge reads zero, but {name} has appeared since the previous read: a counter "
                 "first seen has not advanced yet")
+    if any(not math.isfinite(value) for _, value in last):
+        # -Inf before: any finite value "grew" past it, which shows no more than a late series does.
+        return (f"every work gauge reads zero, but {name} was not a finite number on the previous read: "
+                "no advance can be measured from it")
     now_by_labels, last_by_labels = dict(now), dict(last)
     if len(now_by_labels) != len(now) or now_by_labels.keys() != last_by_labels.keys():
         return (f"every work gauge reads zero, but {name}'s series are not the ones of the previous read "

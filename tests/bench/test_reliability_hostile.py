@@ -12,7 +12,15 @@ import sys
 from pathlib import Path
 
 from bench.reliability import bodies, cases
-from bench.reliability.hostile import CONSOLE_SCRIPT, OVERRUN_TOLERANCE_S, HostileRun, run_case, serving, summary
+from bench.reliability.hostile import (
+    CONSOLE_SCRIPT,
+    OVERRUN_TOLERANCE_S,
+    HostileRun,
+    in_groups,
+    run_case,
+    serving,
+    summary,
+)
 from modeldrain.hook.events import MAX_LINE_BYTES
 
 BUSY_CASE = cases.HostileCase("busy engine", "test", cases.BUSY, idle_is_true=False, expected=cases.DEADLINE)
@@ -32,7 +40,7 @@ def final_line(outcome: str, code: int) -> str:
 
 
 def run_on(case: cases.HostileCase, executable: Path):
-    assert isinstance(case.served, (cases.Canned, cases.Streamed, cases.NothingListens))
+    assert not isinstance(case.served, cases.Emulated)
     with serving(case.served) as port:
         return run_case(case, executable, "stand-in", port)
 
@@ -203,3 +211,37 @@ def test_issue_25s_framing_classes_are_in_the_catalogue_and_the_real_hook_holds_
         # The backtracking parse held the hook 30 s past its deadline here (killed); the bench reports
         # the exact lateness against its 0.25 s tolerance, this only that no parse holds the hook past it.
         assert result.lateness_s < 2.0, (case.name, result.lateness_s)
+
+
+def test_issue_25s_listener_and_stale_zero_classes_are_in_the_catalogue_and_the_real_hook_holds_them():
+    """Where the engine listens (an IPv6-only engine beside an idle IPv4 impostor, several engines in
+    one container, a refusal at a guessed port) and SGLang's stale zero (NaN, +-Inf, a late heartbeat,
+    ranks swapped, relabelled or gone): each hides a busy or unknown engine, bar the stale-zero control."""
+    listening, stale = cases.issue_25_listener_cases(), cases.issue_25_stale_zero_cases()
+    assert set(listening) | set(stale) <= set(cases.scripted_cases())
+    assert {c.group for c in listening} == {"where the engine listens (issue 25)"}
+    assert {c.group for c in stale} == {"SGLang's stale zero (issue 25)"}
+    assert not any(c.idle_is_true for c in listening)
+    assert [c.name for c in stale if c.idle_is_true] == ["control: two ranks swapping order, both advancing (a fresh zero)"]
+    names = " ".join(c.name for c in listening + stale)
+    for needle in ("IPv6-only engine on --host ::", "two vLLM engines", "three vLLM engines", "guessed port",
+                   "NaN", "+Inf", "absent on the first read", "swapping order", "relabelled", "gone"):
+        assert needle in names, needle
+    chosen = [next(c for c in listening + stale if c.name.startswith(prefix)) for prefix in (
+        "IPv6-only engine on --host ::, busy; another process idle on 127.0.0.1", "two vLLM engines, --port names",
+        "two ranks swapping order every read", "control:")]
+    for case in chosen:
+        result = run_on(case, CONSOLE_SCRIPT)
+        wrong = [p for p in result.problems if not p.startswith("overrun")]
+        assert wrong == [] and result.exit_code in case.expected, (case.name, result)
+        assert result.said_idle == case.idle_is_true, (case.name, result)
+
+
+def test_a_rerun_of_issue_25s_classes_alone_takes_every_one_of_them():
+    chosen = in_groups(cases.scripted_cases(), ["issue 25"])
+    assert {c.group for c in chosen} == {"HTTP framing (issue 25)", "the engine's own reading (issue 25)",
+                                         "where the engine listens (issue 25)", "SGLang's stale zero (issue 25)"}
+    issue_25 = (cases.issue_25_framing_cases() + cases.issue_25_cases() + cases.issue_25_listener_cases()
+                + cases.issue_25_stale_zero_cases())
+    assert chosen == [c for c in cases.scripted_cases() if c in issue_25]
+    assert in_groups(cases.scripted_cases(), []) == cases.scripted_cases()

@@ -17,8 +17,8 @@ from bench.reliability.hostile import summary
 def test_the_fuzz_figures_are_hypothesis_own_counts():
     result = fuzz_measure(3)
     assert result["exit_code"] == 0 and result["violations"] == 0
-    assert len(result["properties"]) == 2
-    assert result["examples_run"] == 6 and all(p["passing"] == 3 for p in result["properties"].values())
+    assert len(result["properties"]) == 3
+    assert result["examples_run"] == 9 and all(p["passing"] == 3 for p in result["properties"].values())
     assert result["tests"].get("passed", 0) >= 2
     assert parse_outcome("3 failed, 17 passed in 1.00s") == {"failed": 3, "passed": 17}
 

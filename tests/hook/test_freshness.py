@@ -33,9 +33,11 @@ def test_a_zero_after_the_heartbeat_moved_is_trusted():
     (beats(1.0), beats(math.nan), "not a finite number"),  # NaN > 1.0 and NaN <= 1.0 are both false
     (beats(1.0), beats(math.inf), "not a finite number"),
     (None, beats(math.nan), "not a finite number"),  # even as a first sight: the next read compares with it
+    (beats(-math.inf), beats(0.0), "not a finite number on the previous read"),  # 0 > -Inf: no proof either
+    (beats(math.nan), beats(5.0), "not a finite number on the previous read"),
     (WITHOUT_HEARTBEAT, beats(7.0), "has appeared since the previous read"),
 ], ids=["still", "backwards", "one-rank-still", "series-changed", "vanished", "nan", "inf", "nan-first",
-        "appeared"])
+        "after-minus-inf", "after-nan", "appeared"])
 def test_a_zero_that_may_be_stale_is_said_why(last, now, words):
     reason = stale_zero(last, sglang_read(heartbeat=now))
     assert reason is not None and words in reason and "sglang:scheduler_process_cpu_seconds_total" in reason
