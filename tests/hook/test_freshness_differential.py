@@ -25,11 +25,11 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from emulation.raw_server import RawServer, http_response
-from modeldrain.hook.config import ReadConfig
 from modeldrain.hook.engine import EngineHint
 from modeldrain.hook.gauges import EngineKind
 from modeldrain.hook.outcome import ReadOutcome
 from modeldrain.hook.reader import EngineReader
+from modeldrain.hook.settings import ReadConfig
 from modeldrain.hook.target import Target
 
 EXAMPLES = int(os.environ.get("MODELDRAIN_FUZZ_EXAMPLES", "150"))
