@@ -11,9 +11,14 @@ from __future__ import annotations
 
 import subprocess
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Iterator
 
+from emulation.engine_process import EngineProcess, free_port
 from tests.containers.netns import call_in_netns
+from tests.environment import require_executable, require_root
+from tests.sidecar.sidecar_process import kill_now
 
 POD_ADDRESS = "fe80::1"
 CLIENT_ADDRESS = "fe80::2"
@@ -74,6 +79,23 @@ class LinkLocalPair:
     def addresses(self, pid: str) -> str:
         return subprocess.run(["nsenter", "-t", pid, "-n", "ip", "addr"], capture_output=True, text=True,
                               check=True).stdout
+
+
+@contextmanager
+def pod_with_an_engine() -> Iterator[tuple[LinkLocalPair, int, EngineProcess]]:
+    """The two namespaces, and an emulated vLLM listening on every address of the Pod's: the pair,
+    the engine's port and the engine, killed at the end. Root only."""
+    require_root("network namespaces and a veth pair")
+    for tool in ("unshare", "nsenter", "ip"):
+        require_executable(tool, "network namespaces")
+    with LinkLocalPair() as pair:
+        port = pair.in_pod(free_port)
+        engine = pair.in_pod(lambda: EngineProcess("--kind", "vllm", "--host", "::", "--port", str(port),
+                                                   die_with_parent=False).start())
+        try:
+            yield pair, port, engine
+        finally:
+            kill_now(engine)
 
 
 def _holder() -> subprocess.Popen:

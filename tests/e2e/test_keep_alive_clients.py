@@ -12,14 +12,12 @@ import time
 
 import pytest
 
-from emulation.engine_process import EngineProcess, free_port
 from emulation.keep_alive import KeepAliveClient
 from emulation.kubelet import delete_pod
 from modeldrain.hook.exitcodes import ExitCode
 from tests.containers.netns import enter_netns
-from tests.environment import require_executable, require_root
 
-from .link_local import LinkLocalPair
+from .link_local import pod_with_an_engine
 from .prestop_run import NO_PROCESSES, PRESTOP
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -29,13 +27,7 @@ REQUEST_S = 1.0  # each client's requests, back to back; the two are half a requ
 
 
 def test_keep_alive_clients_hold_the_replica_busy_to_g_minus_5_and_the_hook_says_why():
-    require_root("network namespaces and a veth pair")
-    for tool in ("unshare", "nsenter", "ip"):
-        require_executable(tool, "network namespaces")
-    with LinkLocalPair() as pair:
-        port = pair.in_pod(free_port)
-        engine = pair.in_pod(lambda: EngineProcess("--kind", "vllm", "--host", "::", "--port", str(port),
-                                                   die_with_parent=False).start())
+    with pod_with_an_engine() as (pair, port, engine):
         clients = []
         try:
             for _ in range(2):
@@ -48,7 +40,6 @@ def test_keep_alive_clients_hold_the_replica_busy_to_g_minus_5_and_the_hook_says
             deleted_at = report.t0
         finally:
             tallies = [client.stop() for client in clients]
-            engine.stop()
     events = [json.loads(line) for line in report.hook_stderr.splitlines() if line.startswith("{")]
     finished = json.loads(report.hook_stdout.strip().splitlines()[-1])
     started = next(e for e in events if e["event"] == "drain_started")

@@ -13,13 +13,11 @@ import time
 
 import pytest
 
-from emulation.engine_process import EngineProcess, free_port
 from modeldrain.retirement import client as retirement
-from tests.environment import require_executable, require_root
 from tests.sidecar.contract import assert_work
-from tests.sidecar.sidecar_process import SidecarProcess, kill_now
+from tests.sidecar.sidecar_process import SidecarProcess
 
-from .link_local import LinkLocalPair
+from .link_local import pod_with_an_engine
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -29,13 +27,7 @@ KEEP_ALIVES = 3
 
 @pytest.fixture(scope="module")
 def pod():
-    require_root("network namespaces and a veth pair")
-    for tool in ("unshare", "nsenter", "ip"):
-        require_executable(tool, "network namespaces")
-    with LinkLocalPair() as pair:
-        port = pair.in_pod(free_port)
-        engine = pair.in_pod(lambda: EngineProcess("--kind", "vllm", "--host", "::", "--port", str(port),
-                                                   die_with_parent=False).start())
+    with pod_with_an_engine() as (pair, port, engine):
         sidecar = pair.in_pod(lambda: SidecarProcess(
             "--port", str(port), "--engine", "vllm",
             env={"POD_NAMESPACE": POD.namespace, "POD_NAME": POD.name, "POD_UID": POD.uid}).start())
@@ -43,7 +35,6 @@ def pod():
             yield pair, engine, sidecar
         finally:
             sidecar.stop()
-            kill_now(engine)
 
 
 def _work(pair, sidecar) -> dict:
