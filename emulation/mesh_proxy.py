@@ -21,55 +21,14 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from emulation.children import die_with_parent_preexec, stop_process
+from emulation.proxy import Proxy, announce, await_ready
 from modeldrain.hook.flags import Parser, arg, parse_port
 
 # (inbound port, outbound port, the source of its connections to the app)
 MESHES = {"istio": (15006, 15001, "127.0.0.6"), "linkerd": (4143, 4140, "127.0.0.1")}
-_START_TIMEOUT_S = 15.0
-_CHUNK = 65536
-
-
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    """One direction of a relayed connection; the peer's end of stream is passed on as ours."""
-    try:
-        while chunk := await reader.read(_CHUNK):
-            writer.write(chunk)
-            await writer.drain()
-        writer.write_eof()
-    except (ConnectionError, OSError):
-        writer.close()
-
-
-class Relay:
-    def __init__(self, upstream_port: int, source: str):
-        self._upstream_port = upstream_port
-        self._source = source
-        self._writers: set[asyncio.StreamWriter] = set()
-
-    async def handle(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
-        try:
-            engine_reader, engine_writer = await asyncio.open_connection(
-                "127.0.0.1", self._upstream_port, local_addr=(self._source, 0))
-        except OSError:
-            client_writer.close()
-            return
-        self._writers |= {client_writer, engine_writer}
-        try:
-            await asyncio.gather(_pipe(client_reader, engine_writer), _pipe(engine_reader, client_writer))
-        finally:
-            self._writers -= {client_writer, engine_writer}
-            for writer in (client_writer, engine_writer):
-                writer.close()
-
-    def reset_all(self) -> None:
-        for writer in list(self._writers):
-            transport = writer.transport
-            if isinstance(transport, asyncio.Transport):
-                transport.abort()
 
 
 async def _refuse(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -78,13 +37,11 @@ async def _refuse(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -
 
 async def serve(mesh: str, upstream_port: int, inbound_port: int | None, ready_file: Path | None) -> int:
     default_inbound, outbound, source = MESHES[mesh]
-    relay = Relay(upstream_port, source)
+    relay = Proxy(upstream_port, source)
     inbound_server = await asyncio.start_server(relay.handle, None, inbound_port or default_inbound)
     outbound_server = await asyncio.start_server(_refuse, None, outbound)
     if ready_file is not None:
-        partial = ready_file.with_name(ready_file.name + ".partial")
-        partial.write_text(f"{inbound_server.sockets[0].getsockname()[1]}\n")
-        partial.replace(ready_file)
+        announce(ready_file, inbound_server.sockets[0].getsockname()[1])
     stopped = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stopped.set)
@@ -125,13 +82,7 @@ class MeshProxyProcess:
             [sys.executable, "-m", "emulation.mesh_proxy", *self._argv, "--ready-file", str(ready)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             preexec_fn=die_with_parent_preexec() if self._die_with_parent else None)
-        deadline_at = time.monotonic() + _START_TIMEOUT_S
-        while not ready.exists():
-            if self.process.poll() is not None or time.monotonic() > deadline_at:
-                stderr = self.process.stderr.read().decode() if self.process.poll() is not None and self.process.stderr else ""
-                raise RuntimeError(f"the mesh proxy did not start: {stderr.strip()[-300:]}")
-            time.sleep(0.02)
-        self.port = int(ready.read_text())
+        self.port = await_ready(self.process, ready, "mesh proxy")
         return self
 
     def stop(self) -> None:

@@ -25,12 +25,12 @@ from emulation.children import die_with_parent_preexec, stop_process
 from modeldrain.hook.flags import Parser, arg, parse_port
 
 _START_TIMEOUT_S = 15.0
-_PIPE_CHUNK = 65536
+_CHUNK = 65536
 
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     try:
-        while chunk := await reader.read(_PIPE_CHUNK):
+        while chunk := await reader.read(_CHUNK):
             writer.write(chunk)
             await writer.drain()
         writer.write_eof()
@@ -39,19 +39,24 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
 
 
 class Proxy:
-    def __init__(self, upstream_port: int):
+    """Relays each client's connection to the engine; `source`: the address it connects from (a
+    mesh's proxy has its own: emulation/mesh_proxy.py), else the kernel's choice."""
+
+    def __init__(self, upstream_port: int, source: str | None = None):
         self._upstream_port = upstream_port
+        self._local_addr = (source, 0) if source is not None else None
         self._connections: set[asyncio.StreamWriter] = set()
 
     async def handle(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
         try:
-            engine_reader, engine_writer = await asyncio.open_connection("127.0.0.1", self._upstream_port)
+            engine_reader, engine_writer = await asyncio.open_connection("127.0.0.1", self._upstream_port,
+                                                                         local_addr=self._local_addr)
         except OSError:
             client_writer.close()
             return
         self._connections |= {client_writer, engine_writer}
         try:
-            await asyncio.gather(_pipe(client_reader, engine_writer), _pipe(engine_reader, client_writer))
+            await asyncio.gather(pipe(client_reader, engine_writer), pipe(engine_reader, client_writer))
         finally:
             self._connections -= {client_writer, engine_writer}
             for writer in (client_writer, engine_writer):
@@ -67,6 +72,25 @@ class Proxy:
         return count
 
 
+def announce(ready_file: Path, port: int) -> None:
+    """Written whole, then renamed: the starter polls for the name and must never read it half-written."""
+    partial = ready_file.with_name(ready_file.name + ".partial")
+    partial.write_text(f"{port}\n")
+    partial.replace(ready_file)
+
+
+def await_ready(process: subprocess.Popen, ready: Path, what: str) -> int:
+    """The port a started proxy announced in `ready`; RuntimeError, with its stderr, if it exits or
+    does not announce within _START_TIMEOUT_S."""
+    deadline_at = time.monotonic() + _START_TIMEOUT_S
+    while not ready.exists():
+        if process.poll() is not None or time.monotonic() > deadline_at:
+            stderr = process.stderr.read().decode() if process.poll() is not None and process.stderr else ""
+            raise RuntimeError(f"the {what} did not start: {stderr.strip()[-300:]}")
+        time.sleep(0.02)
+    return int(ready.read_text())
+
+
 async def serve(upstream_port: int, listen_port: int, ready_file: Path | None, *, host: str = "127.0.0.1") -> int:
     """Forward listen_port to the engine's upstream_port until SIGTERM; host "" is every address
     (a Pod's proxy, reached through its Service)."""
@@ -74,10 +98,7 @@ async def serve(upstream_port: int, listen_port: int, ready_file: Path | None, *
     server = await asyncio.start_server(proxy.handle, host or None, listen_port)
     port = server.sockets[0].getsockname()[1]
     if ready_file is not None:
-        # Written whole, then renamed: the starter polls for the name and must never read it half-written.
-        partial = ready_file.with_name(ready_file.name + ".partial")
-        partial.write_text(f"{port}\n")
-        partial.replace(ready_file)
+        announce(ready_file, port)
     stopped = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stopped.set)
@@ -114,12 +135,7 @@ class ProxyProcess:
             [sys.executable, "-m", "emulation.proxy", "--upstream", str(self._upstream_port), "--ready-file", str(ready)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             preexec_fn=die_with_parent_preexec())
-        deadline_at = time.monotonic() + _START_TIMEOUT_S
-        while not ready.exists():
-            if self.process.poll() is not None or time.monotonic() > deadline_at:
-                raise RuntimeError("the routing proxy did not start")
-            time.sleep(0.02)
-        self.port = int(ready.read_text())
+        self.port = await_ready(self.process, ready, "routing proxy")
         return self
 
     def __exit__(self, *exc_info: object) -> None:
