@@ -18,7 +18,7 @@ from tests.conftest import REPO
 from tests.deploy.manifests import PRESTOP_IMAGE_REPO, SIDECAR_IMAGE_REPO, Document, is_sidecar_image, pod_templates
 
 from .conftest import engine_stand_ins
-from .test_manifests_run import check, lifecycle
+from .test_manifests_run import start_delete_and_check
 
 pytestmark = [pytest.mark.containers, pytest.mark.timeout(600)]
 
@@ -36,10 +36,4 @@ def test_an_injected_deployment_starts_and_drains_when_deleted(podman, tokens, t
     engine = next(c for c in template.spec["containers"] if "lifecycle" in c)
     assert engine["image"] in engine_stand_ins(), "the case's engine image must be one the stand-in answers to"
     assert any(is_sidecar_image(c["image"]) for c in template.containers())
-    pod, outcome = lifecycle(podman, tokens, tmp_path / template.pod_name, template)
-    try:
-        if isinstance(outcome, BaseException):
-            raise outcome
-        check(template, pod, outcome)
-    finally:
-        pod.remove()
+    start_delete_and_check(podman, tokens, tmp_path / template.pod_name, template)

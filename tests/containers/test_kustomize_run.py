@@ -12,7 +12,7 @@ from tests.deploy.manifests import is_sidecar_image
 from tests.deploy.test_kustomize import templates
 
 from .conftest import engine_stand_ins
-from .test_manifests_run import check, lifecycle
+from .test_manifests_run import start_delete_and_check
 
 pytestmark = [pytest.mark.containers, pytest.mark.timeout(600)]
 
@@ -25,10 +25,4 @@ def test_a_rendered_deployment_starts_and_drains_when_deleted(podman, tokens, tm
     assert engine["image"] in engine_stand_ins(), "the case's engine image must be one the stand-in answers to"
     assert template.spec.get("securityContext") is None  # the token is read without an fsGroup
     assert any(is_sidecar_image(c["image"]) for c in template.containers())
-    pod, outcome = lifecycle(podman, tokens, tmp_path / template.pod_name, template)
-    try:
-        if isinstance(outcome, BaseException):
-            raise outcome
-        check(template, pod, outcome)
-    finally:
-        pod.remove()
+    start_delete_and_check(podman, tokens, tmp_path / template.pod_name, template)

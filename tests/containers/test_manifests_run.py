@@ -31,6 +31,17 @@ def lifecycle(podman, tokens, workdir, template: PodTemplate) -> tuple[Pod, Dele
         return pod, exc
 
 
+def start_delete_and_check(podman, tokens, workdir, template: PodTemplate) -> None:
+    """One Pod of `template` started, deleted and held to `check`; removed whatever happened."""
+    pod, outcome = lifecycle(podman, tokens, workdir, template)
+    try:
+        if isinstance(outcome, BaseException):
+            raise outcome
+        check(template, pod, outcome)
+    finally:
+        pod.remove()
+
+
 def check(template: PodTemplate, pod: Pod, deletion: Deletion) -> None:
     containers = template.containers()
     assert pod.started == [c["name"] for c in containers]  # every container, in kubelet's order
