@@ -18,13 +18,13 @@ namespace is not in the template, and is not seen.
 
 from __future__ import annotations
 
-import re
 from typing import Any, Iterator
 
 from modeldrain.hook.constants import EXIT_RESERVE_S, SIDECAR_PORT
+from modeldrain.lint import manifest_files
 from modeldrain.lint.pod_templates import PodTemplate
 
-__all__ = ["DRAIN_DURATION", "EXIT_ON_ZERO", "mesh_findings"]
+__all__ = ["mesh_findings", "proxy_config_drain"]
 
 ISTIO_INJECT = "sidecar.istio.io/inject"
 ISTIO_REVISION = "istio.io/rev"
@@ -34,13 +34,6 @@ ISTIO_PROXY_CONFIG = "proxy.istio.io/config"
 ISTIO_NATIVE = "sidecar.istio.io/nativeSidecar"
 ISTIO_PROXY = "istio-proxy"
 ISTIO_DEFAULT_DRAIN_S = 5.0  # terminationDrainDuration's default
-# proxy.istio.io/config is a ProxyConfig in YAML (or JSON, which is YAML). The linter reads JSON
-# manifests without PyYAML (modeldrain/lint/README.md), so the two keys it needs are found by
-# pattern, top-level key or one nested under proxyMetadata alike; tests/lint checks it against PyYAML.
-EXIT_ON_ZERO = re.compile(r"""["']?EXIT_ON_ZERO_ACTIVE_CONNECTIONS["']?\s*:\s*["']?true["']?\s*(?:[,}]|$)""",
-                           re.IGNORECASE | re.MULTILINE)
-DRAIN_DURATION = re.compile(r"""(?:^|[{,])\s*["']?terminationDrainDuration["']?\s*:\s*["']?([0-9.]+(?:ms|s|m|h))["']?""",
-                             re.MULTILINE)
 LINKERD_INJECT = "linkerd.io/inject"
 LINKERD_SKIP_INBOUND = "config.linkerd.io/skip-inbound-ports"
 LINKERD_WAIT = "config.alpha.linkerd.io/proxy-wait-before-exit-seconds"
@@ -126,17 +119,32 @@ def _seconds(value: object) -> float | None:
     return None
 
 
+def proxy_config_drain(text: str) -> tuple[bool, str | None]:
+    """What proxy.istio.io/config (a ProxyConfig in YAML) says of the proxy's exit: whether
+    proxyMetadata sets EXIT_ON_ZERO_ACTIVE_CONNECTIONS to true, and terminationDrainDuration's
+    text. Read with the linter's own bounded YAML loader; a config it cannot read says neither."""
+    try:
+        documents = manifest_files.load_documents(ISTIO_PROXY_CONFIG, text) if text.strip() else []
+    except manifest_files.UnreadableManifest:
+        return False, None
+    config = documents[0] if len(documents) == 1 and isinstance(documents[0], dict) else {}
+    metadata = config.get("proxyMetadata")
+    exit_on_zero = isinstance(metadata, dict) and str(metadata.get("EXIT_ON_ZERO_ACTIVE_CONNECTIONS", "")).lower() \
+        == "true"
+    duration = config.get("terminationDrainDuration")
+    return exit_on_zero, duration if isinstance(duration, str) else None
+
+
 def _classic_istio(template: PodTemplate) -> Iterator[tuple[str | None, str, str]]:
     if not _containers(template, ISTIO_PROXY) or _native(template, ISTIO_PROXY):
         return
     if any(c.get("lifecycle", {}).get("preStop") for c in _containers(template, ISTIO_PROXY)
            if isinstance(c.get("lifecycle"), dict)):
         return  # the proxy's own preStop holds it (a wait for the engine's drain)
-    config = str(template.annotations.get(ISTIO_PROXY_CONFIG, ""))
-    if EXIT_ON_ZERO.search(config):
+    exit_on_zero, duration = proxy_config_drain(str(template.annotations.get(ISTIO_PROXY_CONFIG, "")))
+    if exit_on_zero:
         return
-    duration = DRAIN_DURATION.search(config)
-    drain_s = (_seconds(duration.group(1)) if duration else None) or ISTIO_DEFAULT_DRAIN_S
+    drain_s = (_seconds(duration) if duration else None) or ISTIO_DEFAULT_DRAIN_S
     if drain_s >= template.grace_s:
         return
     yield ISTIO_PROXY, "containers", (

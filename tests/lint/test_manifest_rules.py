@@ -413,9 +413,9 @@ def test_the_proxy_config_keys_are_read_as_pyyaml_reads_them(text):
     from modeldrain.lint import mesh_rules
     parsed = yaml.safe_load(text)
     exit_on_zero = str(parsed.get("proxyMetadata", {}).get("EXIT_ON_ZERO_ACTIVE_CONNECTIONS", "")).lower() == "true"
-    assert bool(mesh_rules.EXIT_ON_ZERO.search(text)) == exit_on_zero
-    found = mesh_rules.DRAIN_DURATION.search(text)
-    assert (found.group(1) if found else None) == parsed.get("terminationDrainDuration")
+    said_exit, said_duration = mesh_rules.proxy_config_drain(text)
+    assert said_exit == exit_on_zero
+    assert said_duration == parsed.get("terminationDrainDuration")
 
 
 VLLM_POD = {
