@@ -16,7 +16,7 @@ from kubernetes_validate import utils as k8s_schema
 
 from modeldrain.hook.exitcodes import ExitCode
 from modeldrain.inject import pieces
-from modeldrain.lint.manifest_rules import lint
+from modeldrain.lint.manifest_rules import chained_start_guard, lint
 from modeldrain.lint.pod_templates import templates_of
 from tests.conftest import REPO
 from tests.deploy.manifests import Document
@@ -248,6 +248,9 @@ def test_the_pieces_are_the_kustomize_components_own():
     assert volumes["token"]["secret"] == side["spec"]["token"]
     assert pieces.hook_mounts() == [hook["spec"]["drainMount"], hook["spec"]["podinfoMount"]]
     assert pieces.token_mount() == side["spec"]["tokenMount"]
+    # A postStart of the user's own is kept behind the same start guard.
+    assert chained_start_guard(pieces.HOOK, []) == hook["spec"]["startGuardChain"]
+    assert hook["spec"]["lifecycle"]["postStart"]["exec"]["command"] == [pieces.HOOK, "version"]
     sidecar = pieces.sidecar_container(side["spec"]["sidecar"]["image"], 30, "unset", lws=False)
     assert sidecar == side["spec"]["sidecar"]
 
