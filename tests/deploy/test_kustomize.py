@@ -297,6 +297,22 @@ def test_a_manifest_without_a_grace_and_without_grace_30_is_refused(tmp_path):
     assert "spec.template.spec.terminationGracePeriodSeconds" in refused(case)
 
 
+@pytest.mark.parametrize("template", ["template", "leaderTemplate", "workerTemplate"])
+def test_grace_30_over_a_manifest_with_a_grace_of_its_own_is_refused(tmp_path, template):
+    """grace-30 is for a manifest that sets none: over one that sets its own (any template of a
+    LeaderWorkerSet) the build fails naming the field, never a grace overwritten with 30."""
+    if template == "template":
+        manifest, components = vllm_deployment(), ["grace-30", "vllm", "deployment"]
+        manifest["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = 120
+        path = "/spec/template/spec"
+    else:
+        manifest, components = workload(inputs("vllm-lws")), ["grace-30", "vllm", "leaderworkerset"]
+        manifest["spec"]["leaderWorkerTemplate"][template]["spec"]["terminationGracePeriodSeconds"] = 120
+        path = f"/spec/leaderWorkerTemplate/{template}/spec"
+    stderr = refused(case_dir(tmp_path, manifest, components))
+    assert f"testing value {path}/terminationGracePeriodSeconds failed: test failed" in stderr
+
+
 def test_a_first_container_that_declares_no_port_is_refused(tmp_path):
     """The engine must be the first container (kustomize cannot be told another). A first
     container that serves nothing (a log shipper put first) is not taken for it: the build fails
