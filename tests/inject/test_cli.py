@@ -4,9 +4,12 @@ comes out byte for byte; what it must not decide is refused in one line."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import io
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +19,7 @@ from kubernetes_validate import utils as k8s_schema
 
 from modeldrain.hook.exitcodes import ExitCode
 from modeldrain.inject import pieces
+from modeldrain.inject.cli import run_inject
 from modeldrain.lint.manifest_rules import chained_start_guard, lint
 from modeldrain.lint.pod_templates import templates_of
 from tests.conftest import REPO
@@ -219,7 +223,7 @@ def test_the_image_is_yours_to_name():
     assert done.returncode == ExitCode.USAGE and "--image" in done.stderr and done.stdout == ""
 
 
-@pytest.mark.parametrize("text, said", [
+BAD_INPUTS = [
     ("key: [unclosed\n", "not valid YAML"),
     ("just a string\n", "not a Kubernetes object"),
     ("a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
@@ -227,12 +231,52 @@ def test_the_image_is_yours_to_name():
     ("a: " + "[" * 20000 + "]" * 20000 + "\n", "not valid YAML"),
     ("[" * 200000 + "]" * 200000, "nested deeper"),
     ("x" * (5 << 20), "larger than 4 MiB"),
-])
+]
+# The issue's bound on a refusal of bad input.
+BAD_INPUT_DEADLINE_S = 2.0
+
+
+@pytest.mark.parametrize("text, said", BAD_INPUTS)
 def test_bad_input_is_one_line_and_exit_2(text, said):
     done = inject("-", stdin=text)
     assert done.returncode == ExitCode.USAGE and done.stdout == ""
     (line,) = done.stderr.splitlines()
     assert said in line
+
+
+class Endless(io.RawIOBase):
+    """A standard input that never ends (`yes | modeldrain inject -`), counting what is read."""
+
+    def __init__(self) -> None:
+        self.served = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        # An unbounded read fails here instead of hanging the suite.
+        assert self.served < (64 << 20), "read 64 MiB of an endless input: no bound"
+        buffer[:] = b"a" * len(buffer)
+        self.served += len(buffer)
+        return len(buffer)
+
+
+@pytest.mark.parametrize("text, said", [*BAD_INPUTS, (None, "larger than 4 MiB")],
+                         ids=[*(said for _, said in BAD_INPUTS), "endless standard input"])
+def test_bad_input_is_refused_within_the_deadline(text, said):
+    """The refusal itself, reading and parsing included, timed in this process (an interpreter's
+    start on a loaded machine is not the reader's); an endless input is read only to its bound."""
+    endless = Endless()
+    stdin = io.BufferedReader(endless) if text is None else io.BytesIO(text.encode())
+    err = io.StringIO()
+    started = time.monotonic()
+    with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.redirect_stderr(err):
+        code = run_inject(["--image", IMAGE, "-"], stdin=stdin)
+    elapsed = time.monotonic() - started
+    assert code == ExitCode.USAGE and out.getvalue() == "" and said in err.getvalue()
+    assert len(err.getvalue().splitlines()) == 1
+    assert elapsed < BAD_INPUT_DEADLINE_S, f"{elapsed:.2f} s"
+    assert endless.served < 2 * (4 << 20)
 
 
 def test_the_pieces_are_the_kustomize_components_own():
