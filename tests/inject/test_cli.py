@@ -217,6 +217,31 @@ def test_a_template_with_no_engine_or_two_is_left_alone_with_one_line(change, sa
     assert "Deployment llm: left alone: " + said in line
 
 
+@pytest.mark.parametrize("flag, image", [
+    ("--image", "modeldrain/prestop:0.1.0"),          # Docker Hub's modeldrain namespace
+    ("--image", "prestop@sha256:" + "0" * 64),         # Docker Hub's library/
+    ("--sidecar-image", "modeldrain/drain-sidecar"),
+])
+def test_an_image_without_its_registry_is_refused(flag, image):
+    """An image that names no registry is pulled from Docker Hub, where nothing of ours is
+    published and whoever holds the namespace would run code in every engine Pod: exit 2, one line."""
+    given = {"--image": IMAGE, "--sidecar-image": SIDECAR_IMAGE, flag: image}
+    done = subprocess.run([str(MODELDRAIN), "inject", "--image", given["--image"], "--sidecar", "--sidecar-image",
+                           given["--sidecar-image"], "-"], input=SHIPPER_FIRST, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == ExitCode.USAGE and done.stdout == ""
+    (line,) = done.stderr.splitlines()
+    assert f"{flag} {image}: names no registry" in line
+
+
+@pytest.mark.parametrize("image", ["localhost/modeldrain/prestop:0.1.0", "registry:5000/modeldrain/prestop:0.1.0"])
+def test_an_image_on_the_node_or_a_registry_of_yours_is_taken(image):
+    done = subprocess.run([str(MODELDRAIN), "inject", "--image", image, "-"], input=SHIPPER_FIRST,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == ExitCode.OK, done.stderr
+    assert docs(done.stdout)[0]["spec"]["template"]["spec"]["initContainers"][0]["image"] == image
+
+
 def test_the_image_is_yours_to_name():
     done = subprocess.run([str(MODELDRAIN), "inject", "-"], input=SHIPPER_FIRST, capture_output=True, text=True,
                           timeout=60)
@@ -231,6 +256,7 @@ BAD_INPUTS = [
     ("a: " + "[" * 20000 + "]" * 20000 + "\n", "not valid YAML"),
     ("[" * 200000 + "]" * 200000, "nested deeper"),
     ("x" * (5 << 20), "larger than 4 MiB"),
+    ("[" + "1," * 1_900_000 + "1]", "more than 300000 values"),  # JSON, within 4 MiB
 ]
 # The issue's bound on a refusal of bad input.
 BAD_INPUT_DEADLINE_S = 2.0
