@@ -20,7 +20,7 @@ from modeldrain.inject.stream import Change, rewrite
 from modeldrain.inject.workloads import NotKubernetes, inject_object
 from modeldrain.lint import manifest_files
 from modeldrain.lint.manifest_files import UnreadableManifest
-from modeldrain.lint.manifest_rules import PRESTOP_IMAGE_NAME, SIDECAR_IMAGE_NAME, image_name
+from modeldrain.lint.manifest_rules import PRESTOP_IMAGE_NAME, SIDECAR_IMAGE_NAME, image_name, names_a_registry
 
 __all__ = ["run_inject"]
 
@@ -61,6 +61,11 @@ def _options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Optio
     if image_name(args.image) != PRESTOP_IMAGE_NAME:
         parser.error(f"--image {args.image}: the image's name must be {PRESTOP_IMAGE_NAME} (any registry, tag or "
                      "digest): `modeldrain lint` knows the install container by it")
+    for flag, image in (("--image", args.image), ("--sidecar-image", args.sidecar_image)):
+        if image and not names_a_registry(image):
+            parser.error(f"{flag} {image}: names no registry, so every node would pull it from Docker Hub, where "
+                         "nothing of modeldrain's is published and anyone may hold the namespace: name yours "
+                         "(registry.example.com/modeldrain/...@sha256:...), or localhost/ for an image on the node")
     if args.sidecar != bool(args.sidecar_image):
         parser.error("--sidecar and --sidecar-image go together")
     if args.sidecar_image and image_name(args.sidecar_image) != SIDECAR_IMAGE_NAME:

@@ -76,13 +76,13 @@ def run_lint(argv: list[str], prog: str = "prestop lint") -> int:
                 templates += 1
                 findings.extend(lint(template, args.longest_request))
     except UnreadableFile as exc:
-        print(f"prestop lint: {exc}", file=sys.stderr)
+        print(f"{prog}: {exc}", file=sys.stderr)
         return ExitCode.USAGE
     if templates == 0:
-        print("prestop lint: no Pod template in " + ", ".join(args.files) + " (no Pod, Deployment, StatefulSet, "
+        print(f"{prog}: no Pod template in " + ", ".join(args.files) + " (no Pod, Deployment, StatefulSet, "
               "DaemonSet, ReplicaSet, Job or LeaderWorkerSet)", file=sys.stderr)
         return ExitCode.USAGE
     for finding in findings:
         print(finding)
-    print(f"prestop lint: {templates} Pod template(s), {len(findings)} finding(s)", file=sys.stderr)
+    print(f"{prog}: {templates} Pod template(s), {len(findings)} finding(s)", file=sys.stderr)
     return ExitCode.NOT_CLEARED if findings else ExitCode.OK

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 __all__ = [
-    "MAX_BYTES", "MAX_DEPTH", "STDIN", "UnreadableManifest", "is_json", "load_documents", "load_json", "load_yaml",
-    "read_text",
+    "MAX_BYTES", "MAX_DEPTH", "MAX_NODES", "STDIN", "UnreadableManifest", "is_json", "load_documents", "load_json",
+    "load_yaml", "read_text",
 ]
 
 # Kubernetes takes at most 3 MiB in one request (etcd stores at most 1.5 MiB an object); a
@@ -110,6 +110,8 @@ def _check_shape(path: str, value: Any) -> None:
             if depth > MAX_DEPTH:
                 raise UnreadableManifest(f"{path}: nested deeper than {MAX_DEPTH} levels: not a manifest")
             children = item.values() if isinstance(item, dict) else item
+            if nodes + len(stack) + len(children) > MAX_NODES:  # refused before a long list is walked
+                raise UnreadableManifest(f"{path}: more than {MAX_NODES} values: not a manifest")
             stack.extend((child, depth + 1) for child in children)
 
 

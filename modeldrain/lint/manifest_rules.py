@@ -49,6 +49,7 @@ from modeldrain.lint.pod_templates import PodTemplate
 __all__ = [
     "Finding", "PRESTOP_IMAGE_NAME", "SIDECAR_IMAGE_NAME", "VLLM_CONFIG_FLAG", "VLLM_NO_SERVER_LOAD_FLAG",
     "VLLM_SERVER_LOAD_FLAG", "chained_start_guard", "flag_value", "hook_command", "hook_http", "image_name", "lint",
+    "names_a_registry",
 ]
 
 # The static executables unpack here when TMPDIR is unset.
@@ -104,6 +105,14 @@ def image_name(image: str) -> str:
     without_digest = image.split("@", 1)[0]
     last = without_digest.rsplit("/", 1)[-1]
     return last.split(":", 1)[0]
+
+
+def names_a_registry(image: str) -> bool:
+    """Whether a reference names its registry: a first path component with a `.` or a `:`, or
+    `localhost` (Docker's reference grammar, distribution/reference's splitDockerDomain). Any other
+    name is pulled from Docker Hub, whoever holds that namespace there."""
+    first, slash, _ = image.split("@", 1)[0].partition("/")
+    return bool(slash) and ("." in first or ":" in first or first == "localhost")
 
 
 def _strings(value: Any) -> list[str]:

@@ -18,6 +18,7 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
+from modeldrain.lint.manifest_rules import names_a_registry
 from tests.conftest import REPO
 from tests.deploy.manifests import DEPLOY, PRESTOP_IMAGE_REPO, SIDECAR_IMAGE_REPO
 
@@ -116,6 +117,7 @@ def named_images() -> list[tuple[str, str]]:
 ])
 def test_a_registry_host_is_read_as_dockers_reference_grammar_reads_it(reference, hosted):
     assert has_registry_host(reference) is hosted
+    assert names_a_registry(reference) is hosted  # `modeldrain inject --image`'s check
 
 
 def test_the_scan_finds_every_place_an_image_is_named():

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from kubernetes_validate import utils as k8s_schema
 
-from modeldrain.lint.manifest_rules import Finding, lint
+from modeldrain.lint.manifest_rules import Finding, chained_start_guard, lint
 from modeldrain.lint.pod_templates import templates_of
 from tests import environment
 from tests.conftest import REPO
@@ -37,6 +37,7 @@ RENDER_TIMEOUT_S = 60  # kustomize renders these in well under a second
 DEFAULT_GRACE_S = 30  # deploy/kustomize/grace-30's, the operator's default
 WORKLOADS = ("Deployment", "LeaderWorkerSet")
 LEADER_TOKEN_FLAG = "--leader-token-file"
+HOOK = "/drain/prestop"  # where deploy/kustomize/hook's init container installs it
 
 
 def kubectl() -> str:
@@ -107,7 +108,7 @@ SIDECAR_CASES = [c for c in CASES if {"sidecar", "leaderworkerset"} & set(compon
 
 
 def test_there_are_cases_for_both_engines_a_leaderworkerset_and_the_sidecar():
-    assert {"vllm", "sglang", "vllm-lws", "vllm-sidecar"} <= set(CASES)
+    assert {"vllm", "sglang", "vllm-lws", "vllm-sidecar", "vllm-poststart"} <= set(CASES)
     assert {"vllm-lws", "vllm-sidecar", "vllm-trimmed"} <= set(SIDECAR_CASES)
 
 
@@ -166,7 +167,9 @@ def test_the_hook_is_on_the_engine_with_the_manifests_grace_and_its_port(case):
         assert template.grace_s == grace
         follow = [LEADER_TOKEN_FLAG, "/var/run/secrets/drain-sidecar/token"] if template.follows_a_leader else []
         assert prestop_command(engine) == ["/drain/prestop", "--grace", str(grace), *follow]
-        assert poststart_command(engine) == ["/drain/prestop", "version"]
+        # The start guard; before a postStart of the user's own, which then runs word for word.
+        theirs = poststart_command(source_engine)
+        assert poststart_command(engine) == (chained_start_guard(HOOK, theirs) if theirs else [HOOK, "version"])
         if "ports" in source_engine:  # a Deployment's engine, an LWS leader (its workers serve none)
             declared = [p["containerPort"] for p in source_engine["ports"]]
             assert int(template.annotations["prometheus.io/port"]) == declared[0]  # where the hook reads
@@ -294,6 +297,22 @@ def test_a_manifest_without_a_grace_and_without_grace_30_is_refused(tmp_path):
     assert "spec.template.spec.terminationGracePeriodSeconds" in refused(case)
 
 
+@pytest.mark.parametrize("template", ["template", "leaderTemplate", "workerTemplate"])
+def test_grace_30_over_a_manifest_with_a_grace_of_its_own_is_refused(tmp_path, template):
+    """grace-30 is for a manifest that sets none: over one that sets its own (any template of a
+    LeaderWorkerSet) the build fails naming the field, never a grace overwritten with 30."""
+    if template == "template":
+        manifest, components = vllm_deployment(), ["grace-30", "vllm", "deployment"]
+        manifest["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = 120
+        path = "/spec/template/spec"
+    else:
+        manifest, components = workload(inputs("vllm-lws")), ["grace-30", "vllm", "leaderworkerset"]
+        manifest["spec"]["leaderWorkerTemplate"][template]["spec"]["terminationGracePeriodSeconds"] = 120
+        path = f"/spec/leaderWorkerTemplate/{template}/spec"
+    stderr = refused(case_dir(tmp_path, manifest, components))
+    assert f"testing value {path}/terminationGracePeriodSeconds failed: test failed" in stderr
+
+
 def test_a_first_container_that_declares_no_port_is_refused(tmp_path):
     """The engine must be the first container (kustomize cannot be told another). A first
     container that serves nothing (a log shipper put first) is not taken for it: the build fails
@@ -350,6 +369,91 @@ def test_the_engines_own_lifecycle_fields_stay(tmp_path):
     engine = workload([d for d in yaml.safe_load_all(done.stdout) if d])["spec"]["template"]["spec"]["containers"][0]
     assert engine["lifecycle"]["stopSignal"] == "SIGINT"
     assert engine["lifecycle"]["preStop"]["exec"]["command"][0] == "/drain/prestop"
+
+
+def rendered_workload(done: subprocess.CompletedProcess) -> dict[str, Any]:
+    assert done.returncode == 0, done.stderr
+    return workload([d for d in yaml.safe_load_all(done.stdout) if d])
+
+
+def with_lifecycle(manifest: dict[str, Any], lifecycle: dict[str, Any], template: str = "template") -> dict[str, Any]:
+    """`manifest` with `lifecycle` on the engine (the first container) of one of its templates."""
+    spec = manifest["spec"] if template == "template" else manifest["spec"]["leaderWorkerTemplate"]
+    spec[template]["spec"]["containers"][0]["lifecycle"] = lifecycle
+    return manifest
+
+
+# A postStart of the user's own whose words a shell would split, expand or redirect if they were
+# ever joined: each must reach the command as written.
+THEIR_WORDS = ["/bin/sh", "-c", 'printf "%s|" "$@" > "$0"', "OUT", "a b", "$HOME", "'q'", "x;y"]
+
+
+def run_poststart(command: list[str], tmp_path: Path, guard_exit: int) -> tuple[subprocess.CompletedProcess, str]:
+    """The rendered postStart run by /bin/sh as kubelet would, the hook a stub at its own path (it
+    logs its words, exits `guard_exit`) and the user's output file in tmp_path."""
+    stub = tmp_path / "prestop"
+    stub.write_text(f'#!/bin/sh\necho "$@" >> "{tmp_path}/guard"\nexit {guard_exit}\n')
+    stub.chmod(0o755)
+    out = tmp_path / "out"
+    argv = [word.replace(HOOK, str(stub)) if i == 2 else str(out) if word == "OUT" else word
+            for i, word in enumerate(command)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=RENDER_TIMEOUT_S)
+    return done, (tmp_path / "guard").read_text() if (tmp_path / "guard").exists() else ""
+
+
+def test_a_users_own_poststart_is_kept_and_runs_after_the_start_guard(tmp_path):
+    """kustomize cannot merge two commands, nor set a field only where it is missing: the
+    components read the engine's own postStart (deploy/kustomize/engine-hooks-deployment) and put
+    the start guard in front of it, as `modeldrain inject` does. Run as kubelet would: the guard
+    first, then the user's words, each as written; a guard that fails stops there (kubelet then
+    kills the container, FailedPostStartHook), the user's command not run."""
+    manifest = with_lifecycle(vllm_deployment(), {"postStart": {"exec": {"command": THEIR_WORDS}}})
+    engine = rendered_workload(build(case_dir(tmp_path / "case", manifest, ["grace-30", "vllm", "deployment"])))[
+        "spec"]["template"]["spec"]["containers"][0]
+    command = poststart_command(engine)
+    assert command == chained_start_guard(HOOK, THEIR_WORDS)
+    assert prestop_command(engine) == [HOOK, "--grace", str(DEFAULT_GRACE_S)]
+    (tmp_path / "ok").mkdir()
+    ran, guard = run_poststart(command, tmp_path / "ok", 0)
+    assert ran.returncode == 0 and guard == "version\n", ran.stderr
+    assert (tmp_path / "ok" / "out").read_text() == "a b|$HOME|'q'|x;y|"
+    (tmp_path / "failing").mkdir()
+    ran, guard = run_poststart(command, tmp_path / "failing", 2)
+    assert ran.returncode == 2 and guard == "version\n" and not (tmp_path / "failing" / "out").exists()
+
+
+def test_a_leaderworkerset_keeps_each_templates_own_poststart(tmp_path):
+    """The leader's and the workers' engines are read one by one: a postStart on the leader only
+    is kept there, and the workers get the guard alone."""
+    lws = with_lifecycle(workload(inputs("vllm-lws")), {"postStart": {"exec": {"command": THEIR_WORDS}}},
+                         "leaderTemplate")
+    group = rendered_workload(build(case_dir(tmp_path, lws, ["grace-30", "vllm", "leaderworkerset"])))[
+        "spec"]["leaderWorkerTemplate"]
+    leader = group["leaderTemplate"]["spec"]["containers"][0]
+    worker = group["workerTemplate"]["spec"]["containers"][0]
+    assert poststart_command(leader) == chained_start_guard(HOOK, THEIR_WORDS)
+    assert poststart_command(worker) == [HOOK, "version"]
+    assert prestop_command(worker)[:3] == [HOOK, "--grace", str(DEFAULT_GRACE_S)]
+
+
+@pytest.mark.parametrize("workload_kind", ["Deployment", "LeaderWorkerSet"])
+@pytest.mark.parametrize("lifecycle, field", [
+    ({"preStop": {"exec": {"command": ["/bin/sh", "-c", "sleep 30"]}}}, "lifecycle/preStop"),
+    ({"preStop": {"httpGet": {"path": "/drain", "port": 8000}}}, "lifecycle/preStop"),
+    ({"postStart": {"httpGet": {"path": "/warm", "port": 8000}}}, "lifecycle/postStart/httpGet"),
+    ({"postStart": {"sleep": {"seconds": 5}}}, "lifecycle/postStart/sleep"),
+], ids=["prestop-exec", "prestop-httpget", "poststart-httpget", "poststart-sleep"])
+def test_a_hook_of_the_users_own_that_cannot_be_kept_fails_the_build(tmp_path, workload_kind, lifecycle, field):
+    """A container has one preStop, and an httpGet or sleep postStart cannot run after a command:
+    the build fails at the component's JSON patch `test` naming the field, never a hook of the
+    user's replaced. A LeaderWorkerSet's worker is tested as its leader is."""
+    if workload_kind == "Deployment":
+        manifest, components, path = with_lifecycle(vllm_deployment(), lifecycle), ["deployment"], "/spec/template"
+    else:
+        manifest = with_lifecycle(workload(inputs("vllm-lws")), lifecycle, "workerTemplate")
+        components, path = ["leaderworkerset"], "/spec/leaderWorkerTemplate/workerTemplate"
+    stderr = refused(case_dir(tmp_path, manifest, ["grace-30", "vllm", *components]))
+    assert f"testing value {path}/spec/containers/0/{field} failed: test failed" in stderr
 
 
 def test_a_shipper_put_first_that_builds_is_found_by_lint(tmp_path):

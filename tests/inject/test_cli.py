@@ -4,9 +4,12 @@ comes out byte for byte; what it must not decide is refused in one line."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import io
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +19,8 @@ from kubernetes_validate import utils as k8s_schema
 
 from modeldrain.hook.exitcodes import ExitCode
 from modeldrain.inject import pieces
-from modeldrain.lint.manifest_rules import lint
+from modeldrain.inject.cli import run_inject
+from modeldrain.lint.manifest_rules import chained_start_guard, lint
 from modeldrain.lint.pod_templates import templates_of
 from tests.conftest import REPO
 from tests.deploy.manifests import Document
@@ -213,13 +217,38 @@ def test_a_template_with_no_engine_or_two_is_left_alone_with_one_line(change, sa
     assert "Deployment llm: left alone: " + said in line
 
 
+@pytest.mark.parametrize("flag, image", [
+    ("--image", "modeldrain/prestop:0.1.0"),          # Docker Hub's modeldrain namespace
+    ("--image", "prestop@sha256:" + "0" * 64),         # Docker Hub's library/
+    ("--sidecar-image", "modeldrain/drain-sidecar"),
+])
+def test_an_image_without_its_registry_is_refused(flag, image):
+    """An image that names no registry is pulled from Docker Hub, where nothing of ours is
+    published and whoever holds the namespace would run code in every engine Pod: exit 2, one line."""
+    given = {"--image": IMAGE, "--sidecar-image": SIDECAR_IMAGE, flag: image}
+    done = subprocess.run([str(MODELDRAIN), "inject", "--image", given["--image"], "--sidecar", "--sidecar-image",
+                           given["--sidecar-image"], "-"], input=SHIPPER_FIRST, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == ExitCode.USAGE and done.stdout == ""
+    (line,) = done.stderr.splitlines()
+    assert f"{flag} {image}: names no registry" in line
+
+
+@pytest.mark.parametrize("image", ["localhost/modeldrain/prestop:0.1.0", "registry:5000/modeldrain/prestop:0.1.0"])
+def test_an_image_on_the_node_or_a_registry_of_yours_is_taken(image):
+    done = subprocess.run([str(MODELDRAIN), "inject", "--image", image, "-"], input=SHIPPER_FIRST,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == ExitCode.OK, done.stderr
+    assert docs(done.stdout)[0]["spec"]["template"]["spec"]["initContainers"][0]["image"] == image
+
+
 def test_the_image_is_yours_to_name():
     done = subprocess.run([str(MODELDRAIN), "inject", "-"], input=SHIPPER_FIRST, capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == ExitCode.USAGE and "--image" in done.stderr and done.stdout == ""
 
 
-@pytest.mark.parametrize("text, said", [
+BAD_INPUTS = [
     ("key: [unclosed\n", "not valid YAML"),
     ("just a string\n", "not a Kubernetes object"),
     ("a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
@@ -227,12 +256,53 @@ def test_the_image_is_yours_to_name():
     ("a: " + "[" * 20000 + "]" * 20000 + "\n", "not valid YAML"),
     ("[" * 200000 + "]" * 200000, "nested deeper"),
     ("x" * (5 << 20), "larger than 4 MiB"),
-])
+    ("[" + "1," * 1_900_000 + "1]", "more than 300000 values"),  # JSON, within 4 MiB
+]
+# The issue's bound on a refusal of bad input.
+BAD_INPUT_DEADLINE_S = 2.0
+
+
+@pytest.mark.parametrize("text, said", BAD_INPUTS)
 def test_bad_input_is_one_line_and_exit_2(text, said):
     done = inject("-", stdin=text)
     assert done.returncode == ExitCode.USAGE and done.stdout == ""
     (line,) = done.stderr.splitlines()
     assert said in line
+
+
+class Endless(io.RawIOBase):
+    """A standard input that never ends (`yes | modeldrain inject -`), counting what is read."""
+
+    def __init__(self) -> None:
+        self.served = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        # An unbounded read fails here instead of hanging the suite.
+        assert self.served < (64 << 20), "read 64 MiB of an endless input: no bound"
+        buffer[:] = b"a" * len(buffer)
+        self.served += len(buffer)
+        return len(buffer)
+
+
+@pytest.mark.parametrize("text, said", [*BAD_INPUTS, (None, "larger than 4 MiB")],
+                         ids=[*(said for _, said in BAD_INPUTS), "endless standard input"])
+def test_bad_input_is_refused_within_the_deadline(text, said):
+    """The refusal itself, reading and parsing included, timed in this process (an interpreter's
+    start on a loaded machine is not the reader's); an endless input is read only to its bound."""
+    endless = Endless()
+    stdin = io.BufferedReader(endless) if text is None else io.BytesIO(text.encode())
+    err = io.StringIO()
+    started = time.monotonic()
+    with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.redirect_stderr(err):
+        code = run_inject(["--image", IMAGE, "-"], stdin=stdin)
+    elapsed = time.monotonic() - started
+    assert code == ExitCode.USAGE and out.getvalue() == "" and said in err.getvalue()
+    assert len(err.getvalue().splitlines()) == 1
+    assert elapsed < BAD_INPUT_DEADLINE_S, f"{elapsed:.2f} s"
+    assert endless.served < 2 * (4 << 20)
 
 
 def test_the_pieces_are_the_kustomize_components_own():
@@ -248,6 +318,9 @@ def test_the_pieces_are_the_kustomize_components_own():
     assert volumes["token"]["secret"] == side["spec"]["token"]
     assert pieces.hook_mounts() == [hook["spec"]["drainMount"], hook["spec"]["podinfoMount"]]
     assert pieces.token_mount() == side["spec"]["tokenMount"]
+    # A postStart of the user's own is kept behind the same start guard.
+    assert chained_start_guard(pieces.HOOK, []) == hook["spec"]["startGuardChain"]
+    assert hook["spec"]["lifecycle"]["postStart"]["exec"]["command"] == [pieces.HOOK, "version"]
     sidecar = pieces.sidecar_container(side["spec"]["sidecar"]["image"], 30, "unset", lws=False)
     assert sidecar == side["spec"]["sidecar"]
 

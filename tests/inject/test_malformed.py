@@ -51,8 +51,8 @@ def test_no_malformed_manifest_makes_a_traceback(tmp_path):
         text = yaml.safe_dump(broken(rng, bases))
         path.write_text(text)
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as err:
-            injected = run_inject(["--image", "r/prestop", "--grace", "30", "--sidecar", "--sidecar-image",
-                                   "r/drain-sidecar", str(path)])
+            injected = run_inject(["--image", "localhost/r/prestop", "--grace", "30", "--sidecar", "--sidecar-image",
+                                   "localhost/r/drain-sidecar", str(path)])
             linted = run_lint([str(path)])
         assert injected in (0, 1, 2) and linted in (0, 1, 2), text
         assert "Traceback" not in err.getvalue()

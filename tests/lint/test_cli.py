@@ -83,3 +83,14 @@ def test_a_mistyped_subcommand_names_the_one_meant():
     assert result.returncode == ExitCode.USAGE
     assert result.stderr == "prestop: error: unknown subcommand 'chek'; did you mean 'check'? (see prestop --help)\n"
     assert prestop("lnit").stderr.startswith("prestop: error: unknown subcommand 'lnit'; did you mean 'lint'?")
+
+
+def test_every_line_names_the_command_it_was_run_as(tmp_path):
+    """`modeldrain lint` and `prestop lint` are one linter: each speaks in the name it was run by."""
+    (tmp_path / "bad.json").write_text("{not json")
+    modeldrain = str(Path(sys.executable).with_name("modeldrain"))
+    for argv, name in (([modeldrain], "modeldrain lint"), ([sys.executable, "-m", "modeldrain.hook"], "prestop lint")):
+        for files in ([str(REPO / "deploy" / "deployment.yaml")], [str(tmp_path / "bad.json")]):
+            result = subprocess.run([*argv, "lint", *files], capture_output=True, text=True, timeout=60)
+            (line,) = result.stderr.splitlines()
+            assert line.startswith(f"{name}: "), line

@@ -6,6 +6,7 @@ libyaml's parser and PyYAML's own (where libyaml is missing)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -14,7 +15,7 @@ import yaml
 
 from modeldrain.hook.exitcodes import ExitCode
 from modeldrain.lint import manifest_files
-from modeldrain.lint.manifest_files import MAX_BYTES, MAX_DEPTH, UnreadableManifest, load_documents
+from modeldrain.lint.manifest_files import MAX_BYTES, MAX_DEPTH, MAX_NODES, UnreadableManifest, load_documents
 
 BOMB = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
     f"{c}: &{c} [{', '.join([f'*{p}'] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi"))
@@ -66,3 +67,18 @@ def test_each_documents_span_is_its_root_nodes_text():
     text = "# lead\n---\nkind: A  # c\nx: [1, 2]\n# between\n---\n--- {kind: B}\n...\n"
     spans = [(d.value, text[d.start:d.end]) for d in manifest_files.load_yaml("s.yaml", text)]
     assert spans == [({"kind": "A", "x": [1, 2]}, "kind: A  # c\nx: [1, 2]"), (None, ""), ({"kind": "B"}, "{kind: B}")]
+
+
+class Unwalkable(list):
+    """A parsed list whose items must not be visited one by one."""
+
+    def __iter__(self):
+        raise AssertionError("walked a list the node bound refuses by its length")
+
+
+def test_a_list_past_the_node_bound_is_refused_by_its_length(monkeypatch):
+    """A 4 MiB JSON list holds two million numbers: refused by its length, not after walking each
+    (which took 2.0-2.7 s on this 2-core machine under load, past inject's 2 s bound)."""
+    monkeypatch.setattr(json, "loads", lambda text: {"items": Unwalkable(range(MAX_NODES))})
+    with pytest.raises(UnreadableManifest, match=f"more than {MAX_NODES} values"):
+        load_documents("big.json", "{}")
