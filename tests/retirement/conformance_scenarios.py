@@ -23,7 +23,7 @@ from modeldrain.hook.gauges import EngineKind, Role, gauge_set
 from modeldrain.hook.outcome import Read, ReadOutcome
 from modeldrain.retirement.client import MAX_VERDICT_AGE_S
 from modeldrain.sidecar.command import CommandSource, EngineCommand
-from modeldrain.sidecar.connections import RECENT_DATA_WINDOW_S, ConnectionCount
+from modeldrain.sidecar.connections import ConnectionCount
 from modeldrain.sidecar.drain_ledger import Draining, Via
 from modeldrain.sidecar.member import Member, PodIdentity
 from modeldrain.sidecar.sampler import Evidence, Incarnation, NumberedRead, RunTracker
@@ -121,7 +121,7 @@ class Sidecar:
         since = self._idle_run.observe(self.seq, idle=read.outcome.is_idle, incarnation=self.incarnation.value)
         count, free_since = None, None
         if self.counts_connections:
-            count = _count(started, connected, busy=outcome == "busy")
+            count = _count(started, connected)
             free_since = self._free_run.observe(self.seq, idle=connected == 0, incarnation=0)
         return NumberedRead(self.seq, WALL_BASE + at_s + LATENCY_S, read, self.incarnation,
                             "http://127.0.0.1:8000/metrics", since, count, free_since)
@@ -181,18 +181,14 @@ class Sidecar:
         self._free_run = RunTracker()
 
 
-def _count(started: float, connected: int | None, busy: bool) -> ConnectionCount:
+def _count(started: float, connected: int | None) -> ConnectionCount:
     """What modeldrain/sidecar/connections.py says for `connected` outside connections to port 8000."""
     if connected is None:
-        return ConnectionCount((8000,), None, None, RECENT_DATA_WINDOW_S, started, 4.0,
+        return ConnectionCount((8000,), None, started, 4.0,
                                "count unknown: /proc/net/tcp6 line 7 is not a socket: '   5: nonsense'")
     if connected == 0:
-        return ConnectionCount((8000,), 0, 0, RECENT_DATA_WINDOW_S, started, 4.0,
-                               "no established connection from outside the Pod")
-    recent = connected if busy else 0  # a client sending requests; idle keep-alives otherwise
-    return ConnectionCount((8000,), connected, recent, RECENT_DATA_WINDOW_S, started, 4.0,
-                           f"{connected} established from outside the Pod, {recent} of them moved data in the last "
-                           f"{RECENT_DATA_WINDOW_S:g} s")
+        return ConnectionCount((8000,), 0, started, 4.0, "no established connection from outside the Pod")
+    return ConnectionCount((8000,), connected, started, 4.0, f"{connected} established from outside the Pod")
 
 
 def _instance(name: str, generation: int) -> str:
