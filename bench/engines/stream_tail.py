@@ -26,9 +26,10 @@ import time
 from dataclasses import asdict, dataclass
 
 from bench.engines.lifecycle import ClientRequest, completion, gauges_of, post, scrape
+from bench.engines.unsent import unsent_bytes
 from engines import tier as tier_module
 from engines.servers import RealEngine
-from modeldrain.hook.kernel_sockets import KernelSocketError, unsent_bytes
+from modeldrain.hook.kernel_sockets import KernelSocketError
 
 SAMPLE_INTERVAL_S = 0.05
 GAUGES = ("vllm:num_requests_running", "vllm:num_requests_waiting")

@@ -148,10 +148,12 @@ class _Annotations:
             return None
 
 
-def _resolve_port(flag: int | None, annotated: int | None, hint: EngineHint,
-                  warnings: list[str]) -> tuple[int, str]:
+def _resolve_port(flag: int | None, annotated: int | None, hint: EngineHint, warnings: list[str], *,
+                  listening: bool) -> tuple[int, str]:
     """The engine's port and where it came from: flag, annotation, the engine's argv, default; or
-    its default with UNKNOWN_PORT_SOURCE where the engine's argv is seen but its port cannot be read."""
+    its default with UNKNOWN_PORT_SOURCE where the engine's argv is seen but its port cannot be read.
+    That default is a guess, said in one line, only where the engine holds no listener the kernel
+    shows (`listening` false): where it does, the listeners say the port (_on_listeners)."""
     if flag is not None:
         return flag, "flag"
     if annotated is not None:
@@ -162,6 +164,8 @@ def _resolve_port(flag: int | None, annotated: int | None, hint: EngineHint,
         return hint.port, "cmdline"
     if hint.port_unknown is not None:
         port = DEFAULT_PORTS[hint.kind or EngineKind.VLLM]
+        if listening:
+            return port, UNKNOWN_PORT_SOURCE
         warnings.append(f"the engine's port is not known ({hint.port_unknown}): reading its default port {port}, "
                         "where no answer is taken for idle and no refusal for 'nothing listens'; give the port "
                         f"(--port or the {PORT_ANNOTATION} annotation) for the drain to end on idle")
@@ -185,13 +189,14 @@ def resolve_read_config(args: argparse.Namespace) -> ReadConfig:
                    engines[0] if engines else None)
     own = hint_of({primary.hint: list(primary.pids)}, args.proc_root) if primary else EngineHint()
     hint = flag_hint.merged(own)
-    port, port_source = _resolve_port(args.port, annotated, hint, warnings)
+    listening = primary is not None and bool(primary.listeners)
+    port, port_source = _resolve_port(args.port, annotated, hint, warnings, listening=listening)
     metrics_path = args.path or annotations.get(PATH_ANNOTATION, parse_path) or DEFAULT_METRICS_PATH
     own_scheme = "https" if hint.tls else "http"
     scheme = args.scheme or annotations.get(SCHEME_ANNOTATION, parse_scheme) or own_scheme
     place = partial(ReadConfig, read_timeout_s=args.read_timeout, max_body_bytes=args.max_body_bytes)
     target = Target(scheme=scheme, port=port, path=metrics_path, source=port_source)
-    if primary is not None and primary.listeners:
+    if primary is not None and listening:
         targets, others = _on_listeners(primary, target, hint, place, warnings)
     else:
         targets, others = on_hosts(target, engine_hosts(hint.host)), []
@@ -208,7 +213,7 @@ def resolve_read_config(args: argparse.Namespace) -> ReadConfig:
         alternates=targets[1:],
         others=tuple(others),
         hint=hint,
-        warnings=tuple(warnings + _argv_warnings(hint, port_source) + _where_warnings(hint)),
+        warnings=tuple(warnings + _argv_warnings(hint, targets[0].source) + _where_warnings(hint)),
     )
 
 

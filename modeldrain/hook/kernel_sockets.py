@@ -1,16 +1,13 @@
 """The kernel's TCP socket tables of this network namespace (/proc/net/tcp, /proc/net/tcp6), bounded.
 
 Both programs run in the Pod's network namespace, so these tables list every socket on the
-engine's port, from wherever its peer is. The sidecar reads the established connections
-(modeldrain/sidecar/socket_table.py); `unsent_bytes` sums the bytes the engine has written and a client has
-not yet acknowledged (`tx_queue`): a stream's tail still going out to a slow reader after vLLM's
-gauges read zero, which bench/engines/stream_tail.py measures. The hook does not read it: vLLM's
-SIGTERM lets such a tail go out (measured, docs/engines.md), so waiting on it would only hold the
-replica longer; it is here, below both programs, for the day an engine's SIGTERM cuts one. The
-hook reads the listening sockets (modeldrain/hook/listeners.py): where the engine really serves.
-Every line is checked: a table that cannot be read, is cut off mid-line, is over its cap, or
-holds a line that is not the kernel's format raises KernelSocketError, so what it says is unknown
-rather than short.
+engine's port, from wherever its peer is. The hook reads the listening sockets
+(modeldrain/hook/listeners.py: where the engine really serves) and the established connections
+open since before the delete (modeldrain/hook/held_connections.py); the sidecar reads the
+established connections it counts (modeldrain/sidecar/socket_table.py) and the Pod's addresses
+(modeldrain/sidecar/pod_addresses.py, with read_kernel_table). Every line is checked: a table
+that cannot be read, is cut off mid-line, is over its cap, or holds a line that is not the
+kernel's format raises KernelSocketError, so what it says is unknown rather than short.
 """
 
 from __future__ import annotations
@@ -18,31 +15,20 @@ from __future__ import annotations
 import functools
 import os
 import re
-import socket
 import sys
 from dataclasses import dataclass
-from typing import Collection, Iterable
+from typing import Collection
 
 from modeldrain.hook.files import FileTooLargeError, SmallFileError, read_small_file
 
-__all__ = [
-    "KernelSocket", "KernelSocketError", "MAX_TABLE_BYTES", "STATE_ESTABLISHED", "STATE_LISTEN", "Unsent",
-    "packed_address", "read_kernel_table", "sockets", "unsent_bytes",
-]
+__all__ = ["KernelSocket", "KernelSocketError", "MAX_TABLE_BYTES", "STATE_ESTABLISHED", "STATE_LISTEN",
+           "read_kernel_table", "sockets"]
 
 # The kernel's table header starts so; anything else is not the table we know.
 HEADER_START = "sl"
 # The kernel's TCP states (include/net/tcp_states.h), as the table prints them.
 STATE_ESTABLISHED = 0x01
-STATE_FIN_WAIT1 = 0x04
-STATE_CLOSE_WAIT = 0x08
-STATE_LAST_ACK = 0x09
 STATE_LISTEN = 0x0A
-STATE_CLOSING = 0x0B
-# The states in which bytes the engine wrote can still be owed to a client: the engine still
-# holds the socket (ESTABLISHED, CLOSE_WAIT), or has closed it and the kernel still delivers its
-# tail (FIN_WAIT1, CLOSING, LAST_ACK). LISTEN, SYN_RECV, FIN_WAIT2 and TIME_WAIT owe nothing.
-OWING_STATES = frozenset({STATE_ESTABLISHED, STATE_CLOSE_WAIT, STATE_FIN_WAIT1, STATE_CLOSING, STATE_LAST_ACK})
 # /proc/net/tcp lines are 150 bytes, tcp6 lines 178: 8 MiB holds ~47,000 sockets per family, far
 # past a Pod serving one engine, and parses in well under a second. A larger table is unknown,
 # never read unbounded.
@@ -72,18 +58,10 @@ class KernelSocket:
     inode: int
 
 
-@dataclass(frozen=True)
-class Unsent:
-    """What the engine's port still owes its clients: unacknowledged bytes, on how many sockets."""
-
-    bytes: int
-    sockets: int
-
-
 def read_kernel_table(path: str, max_bytes: int, error: type[Exception]) -> str:
     """A /proc/net table as text, read by the programs' one bounded small-file reader (never held
     by a FIFO, never more than `max_bytes`), then ASCII as the kernel writes it; `error` names the
-    module whose table it is (the socket table, the Pod's addresses, the hook's unsent bytes)."""
+    module whose table it is (the socket tables, the Pod's addresses)."""
     try:
         raw = read_small_file(path, max_bytes)
     except FileTooLargeError:
@@ -108,27 +86,6 @@ def sockets(proc_root: str, ports: Collection[int] | None, max_bytes: int = MAX_
             continue
         found.extend(parse_table(path, read_kernel_table(path, max_bytes, KernelSocketError), address_bytes, wanted))
     return found
-
-
-def unsent_bytes(proc_root: str, ports: Collection[int], own_peers: Iterable[tuple[bytes, int]] = (),
-                 max_bytes: int = MAX_TABLE_BYTES) -> Unsent:
-    """The bytes the engine's `ports` have written and their clients not yet acknowledged, in the
-    states that still owe them (OWING_STATES). `own_peers` (packed address, port) are the reader's
-    own connections to the engine, left out: its own read is no client's work."""
-    own = frozenset(own_peers)
-    owing = [s for s in sockets(proc_root, ports, max_bytes)
-             if s.state in OWING_STATES and s.tx_queue > 0 and (s.remote_address, s.remote_port) not in own]
-    return Unsent(sum(s.tx_queue for s in owing), len(owing))
-
-
-def packed_address(text: str) -> bytes:
-    """An IP address as the tables give it (v4-mapped IPv6 as IPv4); raises ValueError."""
-    for family in (socket.AF_INET, socket.AF_INET6):
-        try:
-            return _unmapped(socket.inet_pton(family, text.split("%", 1)[0]))
-        except OSError:
-            continue
-    raise ValueError(f"not an IP address: {text!r}")
 
 
 def _line_pattern(address_bytes: int) -> re.Pattern[str]:

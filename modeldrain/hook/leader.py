@@ -45,7 +45,7 @@ from modeldrain.hook.token import TokenFileError, read_tokens
 
 __all__ = [
     "KnownLeader", "LEADER_MEMORY_PATH", "LeaderConfig", "LeaderIdentity", "LeaderReader", "MAX_ANSWER_BYTES",
-    "leader_from_env", "parse_leader_url",
+    "leader_from_env", "optional_field", "parse_leader_url", "typed_field",
 ]
 
 WORK_PATH = "/v1/work"
@@ -288,16 +288,16 @@ class _Answer:
         if not isinstance(pod, dict):
             raise TypeError(f"pod {str(pod)[:40]!r} is not an object")
         return cls(
-            instance=_typed(data["sidecar"]["instance"], str),
-            pod_uid=_optional(pod.get("uid"), str),
-            pod_name=_optional(pod.get("name"), str),
-            incarnation=_typed(data["engine"]["incarnation"], int),
-            seq=_typed(read["seq"], int),
-            outcome=_typed(read["outcome"], str),
-            verdict=_typed(read["verdict"], str),
+            instance=typed_field(data["sidecar"]["instance"], str),
+            pod_uid=optional_field(pod.get("uid"), str),
+            pod_name=optional_field(pod.get("name"), str),
+            incarnation=typed_field(data["engine"]["incarnation"], int),
+            seq=typed_field(read["seq"], int),
+            outcome=typed_field(read["outcome"], str),
+            verdict=typed_field(read["verdict"], str),
             detail=str(read.get("detail", ""))[:200],
-            complete=_typed(read["complete"], bool),
-            idle=_typed(read["idle"], bool),
+            complete=typed_field(read["complete"], bool),
+            idle=typed_field(read["idle"], bool),
             in_flight=None if in_flight is None else float(in_flight),
         )
 
@@ -333,11 +333,13 @@ def _unknown_schema(schema: Any) -> str:
     return f"schema {said}, not {window}"
 
 
-def _optional(value: Any, kind: type) -> Any:
-    return None if value is None else _typed(value, kind)
+def optional_field(value: Any, kind: type) -> Any:
+    """An answer's field that may be null, else of `kind`; raises TypeError."""
+    return None if value is None else typed_field(value, kind)
 
 
-def _typed(value: Any, kind: type) -> Any:
+def typed_field(value: Any, kind: type) -> Any:
+    """An answer's field of `kind` (a JSON true or false is no int); raises TypeError."""
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         raise TypeError(f"{value!r} is not a {kind.__name__}")
     return value

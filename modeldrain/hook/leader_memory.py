@@ -23,7 +23,14 @@ from typing import Any
 
 from modeldrain.hook.constants import SIDECAR_SCHEMA
 from modeldrain.hook.fetch import FetchError, fetch
-from modeldrain.hook.leader import MAX_ANSWER_BYTES, KnownLeader, LeaderConfig, LeaderIdentity
+from modeldrain.hook.leader import (
+    MAX_ANSWER_BYTES,
+    KnownLeader,
+    LeaderConfig,
+    LeaderIdentity,
+    optional_field,
+    typed_field,
+)
 from modeldrain.hook.target import Target
 from modeldrain.hook.token import TokenFileError, read_token
 
@@ -68,31 +75,21 @@ def parse_memory(body: bytes, leader: Target) -> Recall:
                           "--follow-leader none there)")
         if not isinstance(memory, dict):
             raise TypeError("leader is not an object")
-        url = _typed(memory["url"], str)
+        url = typed_field(memory["url"], str)
         if url != leader.url:
             return Recall(None, f"the worker's drain-sidecar follows {url[:200]}, this hook {leader.url}")
-        if not _typed(memory["known"], bool):
+        if not typed_field(memory["known"], bool):
             return Recall(None, f"the worker's drain-sidecar never had an answer from {url} "
                           f"(last: {str(memory.get('last_detail', ''))[:200]})")
         age = memory["last_answered_age_s"]
         if isinstance(age, bool) or not isinstance(age, (int, float)) or not math.isfinite(age) or age < 0:
             raise TypeError(f"last_answered_age_s {age!r}")
-        answers = _typed(memory["answers"], int)
+        answers = typed_field(memory["answers"], int)
         if answers < 1:
             raise ValueError(f"known with {answers} answers")
-        identity = LeaderIdentity(_optional(memory["uid"], str), _optional(memory["name"], str),
-                                  _typed(memory["instance"], str))
+        identity = LeaderIdentity(optional_field(memory["uid"], str), optional_field(memory["name"], str),
+                                  typed_field(memory["instance"], str))
     except (ValueError, KeyError, TypeError) as exc:
         return Recall(None, f"the worker's drain-sidecar's `leader` is not one this hook reads: {exc}"[:300])
     known = KnownLeader(identity, float(age), answers)
     return Recall(known, known.said())
-
-
-def _optional(value: Any, kind: type) -> Any:
-    return None if value is None else _typed(value, kind)
-
-
-def _typed(value: Any, kind: type) -> Any:
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise TypeError(f"{str(value)[:40]!r} is not a {kind.__name__}")
-    return value

@@ -2,7 +2,7 @@
 
 drain-sidecar shares the Pod's network namespace, so these tables list every connection made to
 the engine's port, from wherever. Readable by any user. They are read and checked line by line by
-the programs' one bounded reader (modeldrain/hook/kernel_sockets.py, which the hook reads unsent bytes with):
+the programs' one bounded reader (modeldrain/hook/kernel_sockets.py, which the hook reads its listeners with):
 a table that cannot be read, is cut off mid-line, is over its cap, or holds a line that is not the
 kernel's format raises SocketTableError, so the count is unknown rather than short (a count that
 reads as zero when it is not would let the controller delete a Pod with clients attached).
@@ -15,13 +15,11 @@ import ipaddress
 from dataclasses import dataclass
 from typing import Collection
 
-from modeldrain.hook.kernel_sockets import MAX_TABLE_BYTES, STATE_ESTABLISHED, KernelSocketError, sockets
+from modeldrain.hook.kernel_sockets import MAX_TABLE_BYTES, STATE_ESTABLISHED, STATE_LISTEN, KernelSocketError, sockets
 
 __all__ = ["Connection", "PortTable", "SocketTableError", "established", "port_table"]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-
-STATE_LISTEN = 0x0A  # include/net/tcp_states.h, as the table prints it
 
 
 class SocketTableError(Exception):

@@ -27,6 +27,10 @@ __all__ = ["Identity", "SCHEMA_VERSION", "work_answer"]
 # start and its idle run; null listed in every nullable enum.
 # Named once in the shared core (modeldrain/hook/constants.py), since a worker's hook checks it too.
 SCHEMA_VERSION = SIDECAR_SCHEMA
+# connections.recent_data is no longer measured: always null, kept for v2 readers (the reference
+# client reads it as optional) and dropped in the next schema, with recent_window_s, which keeps
+# the window it was measured over.
+RECENT_WINDOW_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -92,7 +96,7 @@ class NumberedReadFields(ReadFields):
 class ConnectionFields(TypedDict):
     ports: list[int]
     established: int | None
-    recent_data: int | None
+    recent_data: None
     recent_window_s: float
     free_since_seq: int | None
     scanned_monotonic_s: float
@@ -163,8 +167,8 @@ def work_answer(identity: Identity, numbered_read: NumberedRead, *, command: Eng
         answer["connections"] = {
             "ports": list(count.ports),
             "established": count.established,
-            "recent_data": count.recent_data,
-            "recent_window_s": count.recent_window_s,
+            "recent_data": None,
+            "recent_window_s": RECENT_WINDOW_S,
             "free_since_seq": numbered_read.connections_free_since_seq,
             "scanned_monotonic_s": count.scanned_monotonic_s,
             "duration_ms": count.duration_ms,

@@ -1,11 +1,13 @@
 """Flags, the Pod's annotations, the engine's argv and the defaults, resolved once and in that order."""
 
+import contextlib
 import os
 import socket
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -233,30 +235,49 @@ def proc_listening_as(tmp_path: Path, argv: list[str], pid: int | None = None) -
     return str(root)
 
 
-LISTEN_TWICE = """\
+LISTEN = """\
 import socket, sys
-servers = [socket.create_server(("127.0.0.1", 0)) for _ in range(2)]
+servers = [socket.create_server(("127.0.0.1", 0)) for _ in range(int(sys.argv[1]))]
 print(*(s.getsockname()[1] for s in servers), flush=True)
 sys.stdin.read()
 """
 
 
-def test_an_engine_listening_on_ports_no_source_names_is_read_on_each(tmp_path):
-    """Neither --port 9000 (its argv) nor the default: none of its listeners is known not to serve
-    the metrics, so every one is read and none is taken for the engine alone."""
-    child = subprocess.Popen([sys.executable, "-c", LISTEN_TWICE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             text=True)
+@contextlib.contextmanager
+def listening_process(count: int) -> Iterator[tuple[int, list[int]]]:
+    """A process of its own listening on `count` ports of 127.0.0.1: its PID and the ports, in order."""
+    child = subprocess.Popen([sys.executable, "-c", LISTEN, str(count)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout is not None
-        ports = sorted(int(word) for word in child.stdout.readline().split())
-        c = read_config(tmp_path, "--annotations", no_annotations(tmp_path),
-                        proc=proc_listening_as(tmp_path, VLLM_ON_9000, child.pid))
+        yield child.pid, sorted(int(word) for word in child.stdout.readline().split())
     finally:
         child.kill()
         child.wait()
+
+
+def test_an_engine_listening_on_ports_no_source_names_is_read_on_each(tmp_path):
+    """Neither --port 9000 (its argv) nor the default: none of its listeners is known not to serve
+    the metrics, so every one is read and none is taken for the engine alone."""
+    with listening_process(2) as (pid, ports):
+        c = read_config(tmp_path, "--annotations", no_annotations(tmp_path),
+                        proc=proc_listening_as(tmp_path, VLLM_ON_9000, pid))
     assert [c.target.port, *(other.target.port for other in c.others)] == ports
     assert c.target.source == "listener"
     assert any("names port 9000, but the engine's processes listen on" in w for w in c.warnings), c.warnings
+
+
+def test_a_port_its_argv_cannot_say_but_its_listener_does_is_no_guess_and_not_warned_as_one(tmp_path):
+    """The engine's --config cannot be read, so its argv does not say its port; the kernel's
+    listener table does: that port is read, and no line says the port is a guess. The argv's own
+    line still says what it could not read."""
+    argv = ["vllm", "serve", "m", "--config", str(tmp_path / "missing.yaml")]
+    with listening_process(1) as (pid, (port,)):
+        c = read_config(tmp_path, "--annotations", no_annotations(tmp_path), proc=proc_listening_as(tmp_path, argv, pid))
+    assert (c.target.port, c.target.source, c.target.port_unknown) == (port, "listener", False)
+    assert not any("port is not known" in w for w in c.warnings), c.warnings
+    (said,) = [w for w in c.warnings if "missing.yaml" in w]
+    assert said.startswith("the engine's flags set by its config file are not known"), said
 
 
 def test_a_dual_stack_ipv6_listener_is_read_on_ipv6_loopback_then_on_127_0_0_1(tmp_path):

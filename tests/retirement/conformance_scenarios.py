@@ -23,7 +23,7 @@ from modeldrain.hook.gauges import EngineKind, Role, gauge_set
 from modeldrain.hook.outcome import Read, ReadOutcome
 from modeldrain.retirement.client import MAX_VERDICT_AGE_S
 from modeldrain.sidecar.command import CommandSource, EngineCommand
-from modeldrain.sidecar.connections import RECENT_DATA_WINDOW_S, ConnectionCount
+from modeldrain.sidecar.connections import ConnectionCount
 from modeldrain.sidecar.drain_ledger import Draining, Via
 from modeldrain.sidecar.member import Member, PodIdentity
 from modeldrain.sidecar.sampler import Evidence, Incarnation, NumberedRead, RunTracker
@@ -121,7 +121,7 @@ class Sidecar:
         since = self._idle_run.observe(self.seq, idle=read.outcome.is_idle, incarnation=self.incarnation.value)
         count, free_since = None, None
         if self.counts_connections:
-            count = _count(started, connected, busy=outcome == "busy")
+            count = _count(started, connected)
             free_since = self._free_run.observe(self.seq, idle=connected == 0, incarnation=0)
         return NumberedRead(self.seq, WALL_BASE + at_s + LATENCY_S, read, self.incarnation,
                             "http://127.0.0.1:8000/metrics", since, count, free_since)
@@ -181,18 +181,14 @@ class Sidecar:
         self._free_run = RunTracker()
 
 
-def _count(started: float, connected: int | None, busy: bool) -> ConnectionCount:
+def _count(started: float, connected: int | None) -> ConnectionCount:
     """What modeldrain/sidecar/connections.py says for `connected` outside connections to port 8000."""
     if connected is None:
-        return ConnectionCount((8000,), None, None, RECENT_DATA_WINDOW_S, started, 4.0,
+        return ConnectionCount((8000,), None, started, 4.0,
                                "count unknown: /proc/net/tcp6 line 7 is not a socket: '   5: nonsense'")
     if connected == 0:
-        return ConnectionCount((8000,), 0, 0, RECENT_DATA_WINDOW_S, started, 4.0,
-                               "no established connection from outside the Pod")
-    recent = connected if busy else 0  # a client sending requests; idle keep-alives otherwise
-    return ConnectionCount((8000,), connected, recent, RECENT_DATA_WINDOW_S, started, 4.0,
-                           f"{connected} established from outside the Pod, {recent} of them moved data in the last "
-                           f"{RECENT_DATA_WINDOW_S:g} s")
+        return ConnectionCount((8000,), 0, started, 4.0, "no established connection from outside the Pod")
+    return ConnectionCount((8000,), connected, started, 4.0, f"{connected} established from outside the Pod")
 
 
 def _instance(name: str, generation: int) -> str:
@@ -317,15 +313,44 @@ def _group(size: int, indices: tuple[int, ...] | None = None, configs: tuple[str
             for i, url in enumerate(urls)]
 
 
-def scenarios() -> list[Scenario]:
-    out: list[Scenario] = []
+class Table:
+    """The scenarios, numbered in the order they are added: a new one goes last, so no file's number moves."""
 
-    def add(name: str, description: str, spec: str, members: list[Sidecar], build: Callable[..., list[dict]],
-            budget_s: float = 60.0, expect_pods: bool = True, router: bool = True) -> None:
+    def __init__(self) -> None:
+        self.scenarios: list[Scenario] = []
+
+    def add(self, name: str, description: str, spec: str, members: list[Sidecar],
+            build: Callable[..., list[dict]], budget_s: float = 60.0, expect_pods: bool = True,
+            router: bool = True) -> None:
+        """One scenario: `build` plays its rounds on its members' sidecars."""
         docs = [member(s, expect_pods) for s in members]
-        out.append(Scenario(name, description, spec, docs, build(*members), budget_s, router))
+        self.scenarios.append(Scenario(name, description, spec, docs, build(*members), budget_s, router))
 
-    # --- the two-read rule ---
+    def routerless(self, name: str, description: str, build: Callable[..., list[dict]],
+                   sidecar: Sidecar | None = None, budget_s: float = 60.0) -> None:
+        """A replica without a router: by default one member whose sidecar counts its connections."""
+        self.add(name, description, SPEC_WITHDRAWAL, [sidecar or _single(counts_connections=True)], build,
+                 budget_s, router=False)
+
+
+def scenarios() -> list[Scenario]:
+    table = Table()
+    for group in GROUPS:
+        group(table)
+    return table.scenarios
+
+
+def _unnamed(reason: str) -> Callable[..., list[dict]]:
+    """Two rounds in which the leader answers idle and the others refuse, each held for `reason`."""
+    def build(*group: Sidecar) -> list[dict]:
+        return [rnd(at_s, {s.url: s.answer(at_s, "idle" if s.worker_index == 0 else "refused") for s in group},
+                    "hold", reason) for at_s in (0.0, 1.1)]
+    return build
+
+
+def _two_reads(table: Table) -> None:
+    """The two-read rule: a member reads idle twice, 1 s apart or more, with no busy read between."""
+    add = table.add
     add("single-pod-idle-twice", "A single-Pod replica reads idle twice, 1.1 s apart: it may be deleted.",
         SPEC_TWICE, [_single()], lambda a: [
             rnd(0.0, {U0: a.answer(0.0)}, "hold", "one_idle_read"),
@@ -370,6 +395,11 @@ def scenarios() -> list[Scenario]:
                 rnd(1.1, {U0: a.answer(1.1)}, "delete", "idle_twice")]
     add("idle-read-taken-by-another-caller", "Seqs need not be consecutive: an idle read another caller took "
         "in between leaves the run unbroken.", SPEC_TWICE, [_single()], gap_ok)
+
+
+def _reads_that_hold(table: Table) -> None:
+    """Reads that are no idle read: incomplete, timed out, refused."""
+    add = table.add
     add("incomplete-read-holds", "A read missing an expected gauge (an SGLang decode server before its first "
         "request) is not on a complete envelope: it holds.", SPEC_TWICE,
         [_single(kind=EngineKind.SGLANG, command=UNIFIED_SGLANG_CMDLINE)], lambda a: [
@@ -389,7 +419,10 @@ def scenarios() -> list[Scenario]:
             rnd(1.1, {U0: a.answer(1.1, "refused")}, "hold", "unmeasurable"),
             rnd(3.3, {U0: a.answer(3.3, "refused")}, "abort", "unmeasurable")], budget_s=3.0)
 
-    # --- restarted containers ---
+
+def _restarted_containers(table: Table) -> None:
+    """A restarted sidecar or engine: held, counted again, and bounded by the budget."""
+    add = table.add
     def sidecar_restart(a: Sidecar) -> list[dict]:
         first = a.answer(0.0)
         a.restart_sidecar(1)
@@ -420,7 +453,10 @@ def scenarios() -> list[Scenario]:
     add("crash-loop-aborts", "An engine that restarts on every round is held until the budget is spent, then "
         "the retirement ends as Aborted.", SPEC_RESTART, [_single()], crash_loop, budget_s=3.0)
 
-    # --- which Pod answers ---
+
+def _which_pod_answers(table: Table) -> None:
+    """An answer counts only from the Pod the controller meant."""
+    add = table.add
     def ip_reused_at_start(a: Sidecar) -> list[dict]:
         other = Sidecar(U0, "other-7")
         return [rnd(0.0, {U0: other.answer(0.0)}, "hold", "wrong_pod"),
@@ -443,7 +479,10 @@ def scenarios() -> list[Scenario]:
             rnd(0.0, {U0: a.answer(0.0)}, "hold", "wrong_pod"),
             rnd(1.1, {U0: a.answer(1.1)}, "hold", "wrong_pod")], expect_pods=False)
 
-    # --- no answer ---
+
+def _no_answer(table: Table) -> None:
+    """No answer, or one from a member already being deleted: never a read."""
+    add = table.add
     add("unreadable-answers-hold", "A timeout, a 504, a 401 and a v1 answer are no reads: each holds, and the "
         "count starts again.", SPEC_TWICE, [_single()], lambda a: [
             rnd(0.0, {U0: a.answer(0.0)}, "hold", "one_idle_read"),
@@ -460,7 +499,10 @@ def scenarios() -> list[Scenario]:
             rnd(0.0, {U0: a.answer(0.0)}, "hold", "terminating"),
             rnd(1.1, {U0: a.answer(1.1)}, "hold", "terminating")])
 
-    # --- refusals ---
+
+def _refusals(table: Table) -> None:
+    """A prefill or decode member is refused, by its command or its metrics; a refusal is final."""
+    add = table.add
     add("sglang-prefill-refused", "An SGLang prefill member, by its own command: refused at the first answer.",
         SPEC_SPLIT, [_single(kind=EngineKind.SGLANG, role=Role.PREFILL,
                              command=EngineCommand(CommandSource.CMDLINE, True,
@@ -495,7 +537,10 @@ def scenarios() -> list[Scenario]:
             rnd(0.0, {U0: a.answer(0.0)}, "hold", "command_unknown"),
             rnd(1.1, {U0: a.answer(1.1)}, "hold", "command_unknown")])
 
-    # --- leader-served replicas ---
+
+def _leader_served(table: Table) -> None:
+    """A replica of several Pods answers through its leader, which its members must name."""
+    add = table.add
     def leader_served(leader: Sidecar, worker: Sidecar) -> list[dict]:
         # The worker's engine serves no metrics: its read is refused, and only its identity is used.
         return [rnd(0.0, {U0: leader.answer(0.0), U1: worker.answer(0.0, "refused")}, "hold", "one_idle_read"),
@@ -520,23 +565,18 @@ def scenarios() -> list[Scenario]:
     add("leader-served-worker-restarted", "A worker's container restarted between the leader's idle reads: a "
         "restarted container is held, whichever member it is.", SPEC_RESTART, _group(2), worker_restart)
 
-    def unnamed(reason: str) -> Callable[..., list[dict]]:
-        def build(*group: Sidecar) -> list[dict]:
-            return [rnd(at_s, {s.url: s.answer(at_s, "idle" if s.worker_index == 0 else "refused") for s in group},
-                        "hold", reason) for at_s in (0.0, 1.1)]
-        return build
     add("no-leader", "No member carries index 0: held.", SPEC_NAMED, _group(2, indices=(1, 1)),
-        unnamed("no_leader"))
+        _unnamed("no_leader"))
     add("several-leaders", "Two members carry index 0: held.", SPEC_NAMED, _group(2, indices=(0, 0)),
-        unnamed("several_leaders"))
+        _unnamed("several_leaders"))
     add("configuration-mismatch", "The members were created from different configurations: held.", SPEC_NAMED,
-        _group(2, configs=("rev-5", "rev-6")), unnamed("configuration_mismatch"))
+        _group(2, configs=("rev-5", "rev-6")), _unnamed("configuration_mismatch"))
     add("configuration-missing", "A replica of several whose members do not say their configuration: held.",
-        SPEC_NAMED, _group(2, configs=(None, None)), unnamed("configuration_mismatch"))
+        SPEC_NAMED, _group(2, configs=(None, None)), _unnamed("configuration_mismatch"))
     add("size-mismatch", "The members say a group of 3, but the replica has 2 members: held.", SPEC_NAMED,
-        _group(2, sizes=(3, 3)), unnamed("size_mismatch"))
+        _group(2, sizes=(3, 3)), _unnamed("size_mismatch"))
     add("single-pod-says-a-group", "One Pod that says it is a member of a group of 2: held.", SPEC_NAMED,
-        [_single(group_size=2, configuration="rev-5")], unnamed("size_mismatch"))
+        [_single(group_size=2, configuration="rev-5")], _unnamed("size_mismatch"))
 
     def worker_prefill(leader: Sidecar, worker: Sidecar) -> list[dict]:
         split = EngineCommand(CommandSource.CMDLINE, True, ("cmdline: --disaggregation-mode=prefill",))
@@ -546,14 +586,10 @@ def scenarios() -> list[Scenario]:
     add("leader-served-prefill-refused", "A leader-served SGLang prefill replica: refused.", SPEC_SPLIT,
         _group(2), worker_prefill)
 
-    # --- withdrawal without a router ---
-    def counting() -> Sidecar:
-        return _single(counts_connections=True)
 
-    def routerless(name: str, description: str, build: Callable[..., list[dict]], sidecar: Sidecar | None = None,
-                   budget_s: float = 60.0) -> None:
-        add(name, description, SPEC_WITHDRAWAL, [sidecar or counting()], build, budget_s, router=False)
-
+def _without_a_router(table: Table) -> None:
+    """No router: withdrawal waits for no outside connection on two reads >= 1 s apart."""
+    routerless = table.routerless
     routerless("no-router-idle-replica", "No router: the endpoint is removed, no outside connection on two reads "
                "1.1 s apart (withdrawn), then the second of them and the next read are the two idle reads.",
                lambda a: [rnd(0.0, {U0: a.answer(0.0)}, "hold", "one_free_read"),
@@ -603,6 +639,11 @@ def scenarios() -> list[Scenario]:
                           rnd(1.1, {U0: a.again()}, "hold", "same_read"),
                           rnd(2.2, {U0: a.answer(2.2)}, "hold", "one_idle_read"),
                           rnd(3.3, {U0: a.answer(3.3)}, "delete", "idle_twice")])
+
+
+def _withdrawal_budget(table: Table) -> None:
+    """No router: what withdrawal never sees is held, and aborted at the 30 s withdrawal budget."""
+    routerless = table.routerless
     routerless("no-router-requests-keep-coming-aborts", "A client that keeps sending requests keeps its "
                "connection open: withdrawal is never seen, and at the 30 s withdrawal budget the retirement ends "
                "as Aborted.",
@@ -630,7 +671,10 @@ def scenarios() -> list[Scenario]:
                           rnd(1.1, {U0: a.answer(1.1)}, "hold", "connections_unknown"),
                           rnd(30.0, {U0: a.answer(30.0)}, "abort", "connections_unknown")], sidecar=_single())
 
-    # --- sending the deletes ---
+
+def _sending_the_deletes(table: Table) -> None:
+    """The deletes: each member's UID, its resourceVersion, no shorter grace, in time."""
+    add = table.add
     def replaced(a: Sidecar) -> list[dict]:
         successor = Sidecar(a.url, "llm-0", pod=PodIdentity(NAMESPACE, "llm-0", "uid-llm-0-replacement"))
         successor.restart_sidecar(1)
@@ -680,7 +724,10 @@ def scenarios() -> list[Scenario]:
     add("grace-equal-to-the-pods-is-sent", "A gracePeriodSeconds no shorter than the Pod's own (45, an SGLang "
         "split role's) is sent as asked.", SPEC_DELETE, [_single()], not_shorter)
 
-    # --- version skew ---
+
+def _version_skew(table: Table) -> None:
+    """Version skew: added fields ignored, a schema outside the window held."""
+    add = table.add
     add("newer-sidecar-added-fields", "A sidecar one release newer writes the same schema with fields this "
         "reader does not know (at the top, in sidecar, read and engine.command): they are ignored, and the "
         "replica is read as before.", SPEC_SKEW, [_single()], lambda a: [
@@ -700,12 +747,33 @@ def scenarios() -> list[Scenario]:
             rnd(0.0, {U0: a.answer_as_first_released(0.0, "busy")}, "hold", "busy"),
             rnd(1.1, {U0: a.answer_as_first_released(1.1)}, "hold", "one_idle_read"),
             rnd(2.2, {U0: a.answer_as_first_released(2.2)}, "delete", "idle_twice")])
+
+
+def _draining_member(table: Table) -> None:
+    """A member already draining (appended after the skew group: no file's number moved)."""
+    add = table.add
     add("draining-member-holds", "A member whose engine's hook has started (or whose /v1/drain was called) is "
         "already being deleted, long before its sidecar's own SIGTERM: its reads do not count.", SPEC_TWICE,
         [_single(draining_via=Via.HOOK)], lambda a: [
             rnd(0.0, {U0: a.answer(0.0)}, "hold", "terminating"),
             rnd(1.1, {U0: a.answer(1.1)}, "hold", "terminating")])
-    return out
+
+
+# In the order of the files' numbers.
+GROUPS: tuple[Callable[[Table], None], ...] = (
+    _two_reads,
+    _reads_that_hold,
+    _restarted_containers,
+    _which_pod_answers,
+    _no_answer,
+    _refusals,
+    _leader_served,
+    _without_a_router,
+    _withdrawal_budget,
+    _sending_the_deletes,
+    _version_skew,
+    _draining_member,
+)
 
 
 def render(scenario: Scenario, index: int) -> tuple[str, str]:
