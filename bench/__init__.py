@@ -6,9 +6,8 @@ Module map (each module's docstring says more; RESULTS.md says what each part me
 - drains/: real deletions (engine emulator, kubelet emulation, a router) under each preStop
   strategy (quality.py, deletion.py), and every drain configuration (configurations.py and the
   modules it runs: split roles, leader and worker, --shutdown-timeout, the return lag).
-- costs/: each executable's start-up, memory and size (prestop.py, sidecar.py, process.py,
-  bundle_startup.py), a read's and a scrape's cost (reading.py, scrape.py), drain-sidecar under load
-  (sidecar_load.py).
+- costs/: each executable's start-up, memory and size (prestop.py, sidecar.py, process.py), a
+  read's and a scrape's cost (reading.py, scrape.py), drain-sidecar under load (sidecar_load.py).
 - fleet/: a role's rollout and scale-down of 100 and 1,000 replicas per preStop strategy, simulated
   (rollout.py) from a deletion model (deletion.py) drawn from timings measured one deletion at a
   time (solo.py; measured.py: what each pool is, and the same pools from the drain matrix and from
