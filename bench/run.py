@@ -44,6 +44,7 @@ from bench.fleet.measured import (
 )
 from bench.fleet.measured import from_results as fleet_measured  # noqa: E402
 from bench.machine import CpuMeter, describe  # noqa: E402
+from bench.paths import PRESTOP_BUNDLE, PRESTOP_CONSOLE_SCRIPT, SIDECAR_BUNDLE, SIDECAR_CONSOLE_SCRIPT  # noqa: E402
 from bench.reliability import part as reliability  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -52,8 +53,6 @@ PARTS = ("prestop", "sidecar-start", "reading", "scrape", "sidecar", "reliabilit
 # Full run / --quick: enough runs for a median and a range, or just enough to see it work.
 PRESTOP_RUNS = (20, 5)
 SIDECAR_START_RUNS = (20, 5)
-SIDECAR_BUNDLE = HERE.parent / "dist" / "drain-sidecar"
-SIDECAR_CONSOLE_SCRIPT = HERE.parent / ".venv" / "bin" / "drain-sidecar"
 READING_ROUNDS = (15, 5)
 SCRAPE_ROUNDS = (15, 5)
 SIDECAR_SECONDS = (5.0, 1.0)
@@ -69,10 +68,10 @@ def _log(message: str) -> None:
 
 def _snapshot_bundle(workdir: Path) -> Path | None:
     """A private copy of dist/prestop, so a `make bundle` running meanwhile cannot swap it mid-run."""
-    if not drain_quality.BUNDLE.is_file():
+    if not PRESTOP_BUNDLE.is_file():
         return None
     copy = workdir / "prestop"
-    shutil.copy2(drain_quality.BUNDLE, copy)
+    shutil.copy2(PRESTOP_BUNDLE, copy)
     return copy
 
 
@@ -80,7 +79,7 @@ def run_prestop(bundle: Path | None, quick: bool) -> dict:
     executables = {}
     if bundle is not None:
         executables["bundle"] = bundle
-    executables["console script"] = drain_quality.CONSOLE_SCRIPT
+    executables["console script"] = PRESTOP_CONSOLE_SCRIPT
     result = cost_prestop.measure(executables, PRESTOP_RUNS[quick])
     if bundle is not None:
         result["executables"]["bundle"]["path"] = "dist/prestop"
@@ -132,7 +131,7 @@ def run_sidecar(quick: bool) -> dict:
 def run_reliability(bundle: Path | None, quick: bool) -> dict:
     """Issue 12's figures: hostile inputs, fuzzing, the sidecar under attack (bench/reliability/part.py)."""
     executables = {"bundle": bundle} if bundle is not None else {}
-    executables["console"] = drain_quality.CONSOLE_SCRIPT
+    executables["console"] = PRESTOP_CONSOLE_SCRIPT
     return reliability.measure(executables, quick, progress=_log)
 
 
@@ -239,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     this_run = describe(command)
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         bundle = _snapshot_bundle(Path(tmp))
-        prestop = bundle or drain_quality.CONSOLE_SCRIPT
+        prestop = bundle or PRESTOP_CONSOLE_SCRIPT
         shown_as = "dist/prestop" if bundle else ".venv/bin/prestop"
         runners = {
             "prestop": lambda: run_prestop(bundle, args.quick),

@@ -20,13 +20,13 @@ import sys
 import time
 from pathlib import Path
 
+from bench.paths import PRESTOP_CONSOLE_SCRIPT
 from emulation.kubelet import delete_pod
 from emulation.load import LoadGenerator, UniformDurations
 from engines import tier as tier_module
 from engines.servers import RealEngine, completion_body, proc_root_of
 
-REPO = Path(__file__).resolve().parents[2]
-PRESTOP = str(Path(sys.executable).parent / "prestop")
+PRESTOP = str(PRESTOP_CONSOLE_SCRIPT)
 GRACE_S = 30
 ROUTE_LAG_S = 3.0
 DURATIONS = UniformDurations(6.0, 9.0)

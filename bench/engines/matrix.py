@@ -31,9 +31,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from bench.drains.deletion import Deletion, RouterLoad, dead_port, delete_under_load, seed_of
-from bench.drains.quality import SCENARIOS_BY_NAME, prestop_executable, router_load
+from bench.drains.quality import SCENARIOS_BY_NAME, router_load
 from bench.drains.shutdown_timeout import SCENARIOS as TIMEOUT_SCENARIOS
 from bench.engines.report import PART
+from bench.paths import prestop_executable
 from bench.pool import run_jobs
 from emulation.engine_process import EngineProcess
 from emulation.launch import LaunchShape

@@ -41,6 +41,7 @@ from typing import IO, Callable, Iterator
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from bench.paths import PRESTOP_BUNDLE, PRESTOP_CONSOLE_SCRIPT, REPO  # noqa: E402
 from bench.reliability import bodies  # noqa: E402
 from bench.reliability.cases import (  # noqa: E402
     DRAIN_ARGS,
@@ -60,10 +61,6 @@ from bench.reliability.cases import (  # noqa: E402
 )
 from emulation.raw_server import RawServer, Responder, canned  # noqa: E402
 from modeldrain.hook.events import MAX_LINE_BYTES  # noqa: E402
-
-REPO = Path(__file__).resolve().parents[2]
-BUNDLE = REPO / "dist" / "prestop"
-CONSOLE_SCRIPT = Path(sys.executable).parent / "prestop"
 
 TRACEBACK = b"Traceback (most recent call last)"
 # Past its deadline, a hook's exit may still wait on the scheduler of a loaded machine and on
@@ -568,7 +565,7 @@ def _last_words(stderr: bytes) -> str:
 
 def executables_present(wanted: list[str]) -> dict[str, Path]:
     """name -> path of the executables asked for that exist here (the bundle only after `make bundle`)."""
-    known = {"bundle": BUNDLE, "console": CONSOLE_SCRIPT}
+    known = {"bundle": PRESTOP_BUNDLE, "console": PRESTOP_CONSOLE_SCRIPT}
     return {name: known[name] for name in wanted if known[name].is_file()}
 
 
