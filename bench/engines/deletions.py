@@ -20,6 +20,7 @@ import sys
 import time
 from pathlib import Path
 
+from bench.engines import command
 from bench.paths import PRESTOP_CONSOLE_SCRIPT
 from emulation.kubelet import delete_pod
 from emulation.load import LoadGenerator, UniformDurations
@@ -60,9 +61,7 @@ def one_deletion(tier: tier_module.Tier, strategy: str, seed: int) -> dict:
 
 
 def measure(repeats: int) -> dict:
-    found = tier_module.installed()
-    if isinstance(found, str):
-        raise SystemExit(f"python -m bench.engines.deletions: error: {found} (make engines installs it)")
+    found = command.tier("python -m bench.engines.deletions")
     started = time.monotonic()
     runs = []
     for strategy in STRATEGIES:

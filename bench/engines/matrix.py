@@ -33,6 +33,7 @@ from typing import Any, Callable
 from bench.drains.deletion import Deletion, RouterLoad, dead_port, delete_under_load, seed_of
 from bench.drains.quality import SCENARIOS_BY_NAME, router_load
 from bench.drains.shutdown_timeout import SCENARIOS as TIMEOUT_SCENARIOS
+from bench.engines import command
 from bench.engines.report import PART
 from bench.paths import prestop_executable
 from bench.pool import run_jobs
@@ -191,10 +192,7 @@ def _last_started(deletion: Deletion) -> float | None:
 
 def measure(engines: tuple[str, ...], families: tuple[str, ...], repeats: int, jobs: int,
             progress: Callable[[str], None], backends: tuple[str, ...] = BACKENDS) -> dict:
-    installed = tier_module.installed()
-    if isinstance(installed, str) and "real" in backends:
-        raise SystemExit(f"python -m bench.engines.matrix: error: {installed} (make engines installs it)")
-    found = None if isinstance(installed, str) else installed  # the twins alone need no tier
+    found = command.tier("python -m bench.engines.matrix") if "real" in backends else None  # twins need none
     prestop = prestop_executable()
     everything = cells(engines, families, repeats, backends)
     started = time.monotonic()
