@@ -443,6 +443,20 @@ def render(results: dict) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def write(results: dict, json_path: Path, md_path: Path) -> None:
+    """The raw numbers, then the Markdown rendered from them."""
+    json_path.write_text(json.dumps(results, indent=1) + "\n")
+    md_path.write_text(render(results))
+
+
+def merge(part: str, figures: dict) -> None:
+    """One part's figures into the record, RESULTS.md rendered again: how a bench run outside
+    `make bench` (the real engines', the router-less scale-down) adds its section."""
+    results = json.loads(DEFAULT_JSON.read_text())
+    results[part] = figures
+    write(results, DEFAULT_JSON, DEFAULT_MD)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     source = Path(argv[0]) if argv else DEFAULT_JSON

@@ -266,8 +266,7 @@ def main(argv: list[str] | None = None) -> int:
         results["meta"].setdefault("reruns", []).append(dict(this_run, parts=parts))
     else:
         results["meta"] = this_run
-    args.json.write_text(json.dumps(results, indent=1) + "\n")
-    args.out.write_text(report.render(results))
+    report.write(results, args.json, args.out)
     _log(f"wrote {args.out} and {args.json} in {this_run['wall_s'] / 60:.1f} min")
     failed = [c for part in ("drain", "configurations") for c in results.get(part, {}).get("cells", [])
               if c.get("error")]

@@ -22,7 +22,6 @@ import statistics
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 from bench import report
 from emulation.engine_process import EngineProcess, free_port
@@ -111,11 +110,7 @@ def main() -> int:
     part = {"command": COMMAND, "before": before, "now": now,
             "now_median_decided_s": statistics.median(r["decided_s"] for r in now), "scan": _scan_cost(),
             "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
-    results_path = Path(report.DEFAULT_JSON)
-    results = json.loads(results_path.read_text())
-    results["routerless"] = part
-    results_path.write_text(json.dumps(results, indent=1) + "\n")
-    Path(report.DEFAULT_MD).write_text(report.render(results))
+    report.merge("routerless", part)
     print(json.dumps(part, indent=1))
     return 0
 

@@ -20,6 +20,7 @@ import sys
 import time
 from pathlib import Path
 
+from bench import report
 from bench.engines import command
 from bench.paths import PRESTOP_CONSOLE_SCRIPT
 from emulation.kubelet import delete_pod
@@ -92,12 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps(result, indent=1) + "\n")
     if args.merge:
-        from bench import report
-
-        results = json.loads(report.DEFAULT_JSON.read_text())
-        results["real_engines"] = result
-        report.DEFAULT_JSON.write_text(json.dumps(results, indent=1) + "\n")
-        report.DEFAULT_MD.write_text(report.render(results))
+        report.merge("real_engines", result)
     print(json.dumps({k: v for k, v in result.items() if k != "runs"}))
     return 0
 
