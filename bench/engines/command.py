@@ -35,6 +35,12 @@ def pd_addon(prog: str) -> tier_module.PdAddOn:
     return found
 
 
+def keep(rows: list[Any], row: Any) -> None:
+    """The row (a dataclass) as a JSON line on stdout at once, so a long run shows each as it ends."""
+    print(json.dumps(asdict(row)), flush=True)
+    rows.append(row)
+
+
 def write_rows(path: str | None, rows: list[Any]) -> None:
     """The rows (dataclasses) as a JSON list, where `--out` asked for them."""
     if path:

@@ -28,7 +28,7 @@ import socket
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from bench.engines import command
@@ -331,9 +331,7 @@ def main(argv: list[str] | None = None) -> int:
             for scenario in SCENARIOS:
                 if scenario.name not in wanted or (label == "vllm-api2" and scenario.name not in API2_SCENARIOS):
                     continue
-                row = run_scenario(engine, scenario, label, read_load)
-                print(json.dumps(asdict(row)), flush=True)
-                rows.append(row)
+                command.keep(rows, run_scenario(engine, scenario, label, read_load))
     command.write_rows(args.out, rows)
     return 0
 

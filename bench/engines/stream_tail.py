@@ -17,13 +17,12 @@ server and its helpers (the engine core) exited. docs/engines.md's table is this
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from bench.engines import command
 from bench.engines.lifecycle import ClientRequest, completion, gauges_of, post, scrape
@@ -190,12 +189,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     found = command.tier("python -m bench.engines.stream_tail")
-    rows = []
+    rows: list[Repeat] = []
     for _ in range(args.repeats):
-        row = one(found, None if args.sigterm_after < 0 else args.sigterm_after, args.read_delay,
-                  tuple(args.vllm_args.split()))
-        print(json.dumps(asdict(row)), flush=True)
-        rows.append(row)
+        command.keep(rows, one(found, None if args.sigterm_after < 0 else args.sigterm_after, args.read_delay,
+                               tuple(args.vllm_args.split())))
     command.write_rows(args.out, rows)
     return 0
 
