@@ -386,9 +386,9 @@ def _real_engines_section(part: dict) -> list[str]:
               "held idle, s", "lag, s"]
     rows = [[r["strategy"], str(r["completed"]), str(r["cut"]), str(r["rejected"]), str(r["refused"]),
              "yes" if r["sigkill"] else "no", f"{r['sigterm_at_s']:.2f}",
-             "–" if r["engine_exit_s"] is None else f"{r['engine_exit_s']:.2f}",
-             "–" if r["held_idle_s"] is None else f"{r['held_idle_s']:.2f}",
-             "–" if r["return_lag_s"] is None else f"{r['return_lag_s']:.2f}"] for r in part["runs"]]
+             _DASH if r["engine_exit_s"] is None else f"{r['engine_exit_s']:.2f}",
+             _DASH if r["held_idle_s"] is None else f"{r['held_idle_s']:.2f}",
+             _DASH if r["return_lag_s"] is None else f"{r['return_lag_s']:.2f}"] for r in part["runs"]]
     lines += _table(header, rows)
     if part.get("return_lag_median_s") is not None:
         low, high = part["return_lag_range_s"]
