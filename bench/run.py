@@ -25,27 +25,24 @@ import tempfile
 import time
 from pathlib import Path
 
-if __package__ in (None, ""):  # `python bench/run.py`
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench import report  # noqa: E402
-from bench.costs import prestop as cost_prestop  # noqa: E402
-from bench.costs import reading as cost_reading  # noqa: E402
-from bench.costs import scrape as cost_scrape  # noqa: E402
-from bench.costs import sidecar as cost_sidecar  # noqa: E402
-from bench.costs.process import version_line  # noqa: E402
-from bench.drains import configurations as drain_configurations  # noqa: E402
-from bench.drains import quality as drain_quality  # noqa: E402
-from bench.fleet import part as fleet_part  # noqa: E402
-from bench.fleet import report as fleet_report  # noqa: E402
+from bench import report
+from bench.costs import prestop as cost_prestop
+from bench.costs import reading as cost_reading
+from bench.costs import scrape as cost_scrape
+from bench.costs import sidecar as cost_sidecar
+from bench.costs.process import version_line
+from bench.drains import configurations as drain_configurations
+from bench.drains import quality as drain_quality
+from bench.fleet import part as fleet_part
+from bench.fleet import report as fleet_report
 from bench.fleet.measured import (
-    Measured,  # noqa: E402
-    MissingMeasurement,  # noqa: E402
+    Measured,
+    MissingMeasurement,
 )
-from bench.fleet.measured import from_results as fleet_measured  # noqa: E402
-from bench.machine import CpuMeter, describe  # noqa: E402
-from bench.paths import PRESTOP_BUNDLE, PRESTOP_CONSOLE_SCRIPT, SIDECAR_BUNDLE, SIDECAR_CONSOLE_SCRIPT  # noqa: E402
-from bench.reliability import part as reliability  # noqa: E402
+from bench.fleet.measured import from_results as fleet_measured
+from bench.machine import CpuMeter, describe
+from bench.paths import PRESTOP_BUNDLE, PRESTOP_CONSOLE_SCRIPT, SIDECAR_BUNDLE, SIDECAR_CONSOLE_SCRIPT
+from bench.reliability import part as reliability
 
 HERE = Path(__file__).resolve().parent
 PARTS = ("prestop", "sidecar-start", "reading", "scrape", "sidecar", "reliability", "drain", "configurations", "fleet")

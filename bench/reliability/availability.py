@@ -30,20 +30,17 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from bench.paths import REPO, VLLM_IDLE_SCRAPE  # noqa: E402
-from bench.reliability import bodies  # noqa: E402
-from bench.reliability.meter import (  # noqa: E402
+from bench.paths import REPO, VLLM_IDLE_SCRAPE
+from bench.reliability import bodies
+from bench.reliability.meter import (
     CONTROLLER_TIMEOUT_S,
     PROBE_TIMEOUT_S,
     PeriodicClient,
     summarize,
     timed_get,
 )
-from emulation.raw_server import RawServer, canned  # noqa: E402
-from tests.sidecar.sidecar_process import SidecarProcess  # noqa: E402
+from emulation.raw_server import RawServer, canned
+from tests.sidecar.sidecar_process import SidecarProcess
 
 CONTROLLER_EVERY_S = 1.0
 # More often than kubelet's period (10 s by default, 1 s at least), for enough samples per scenario.

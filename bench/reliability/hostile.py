@@ -38,12 +38,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Callable, Iterator
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from bench.paths import PRESTOP_BUNDLE, PRESTOP_CONSOLE_SCRIPT, REPO  # noqa: E402
-from bench.reliability import bodies  # noqa: E402
-from bench.reliability.cases import (  # noqa: E402
+from bench.paths import PRESTOP_BUNDLE, PRESTOP_CONSOLE_SCRIPT, REPO
+from bench.reliability import bodies
+from bench.reliability.cases import (
     DRAIN_ARGS,
     Canned,
     Emulated,
@@ -59,8 +56,8 @@ from bench.reliability.cases import (  # noqa: E402
     emulated_cases,
     scripted_cases,
 )
-from emulation.raw_server import RawServer, Responder, canned  # noqa: E402
-from modeldrain.hook.events import MAX_LINE_BYTES  # noqa: E402
+from emulation.raw_server import RawServer, Responder, canned
+from modeldrain.hook.events import MAX_LINE_BYTES
 
 TRACEBACK = b"Traceback (most recent call last)"
 # Past its deadline, a hook's exit may still wait on the scheduler of a loaded machine and on
