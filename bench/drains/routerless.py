@@ -14,9 +14,12 @@ connection scan's own cost with thousands of sockets in one namespace. Root.
 
 from __future__ import annotations
 
+import argparse
 import http.client
 import json
+import os
 import resource
+import shutil
 import socket
 import statistics
 import sys
@@ -104,7 +107,21 @@ def _scan_cost() -> dict:
             "median_ms": round(statistics.median(durations), 1), "max_ms": round(max(durations), 1)}
 
 
-def main() -> int:
+def why_not_here() -> str | None:
+    """What this machine lacks for the two network namespaces, in one line, or None."""
+    if os.geteuid() != 0:
+        return f"needs root (network namespaces and a veth pair): run `{COMMAND}`"
+    missing = [tool for tool in ("unshare", "nsenter", "ip") if shutil.which(tool) is None]
+    return f"needs {', '.join(missing)} on PATH (network namespaces)" if missing else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.drains.routerless", description=__doc__.split("\n\n")[0])
+    parser.parse_args(argv)
+    missing = why_not_here()
+    if missing:
+        print(f"{parser.prog}: error: {missing}", file=sys.stderr)
+        return 2
     now = [_one(counting=True) for _ in range(RUNS)]
     before = _one(counting=False)
     part = {"command": COMMAND, "before": before, "now": now,
