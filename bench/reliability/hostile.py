@@ -665,9 +665,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--group", action="append", default=[], metavar="TEXT",
                         help="only the cases whose group holds TEXT (repeatable; e.g. 'issue 25')")
     args = parser.parse_args(argv)
-    executables = executables_present([e.strip() for e in args.executables.split(",") if e.strip()])
+    wanted = [e.strip() for e in args.executables.split(",") if e.strip()]
+    executables = executables_present(wanted)
     if not executables:
         parser.error("none of those executables exists here")
+    if "bundle" in wanted and "bundle" not in executables:
+        print(f"{parser.prog}: {PRESTOP_BUNDLE.relative_to(REPO)} is not built (`make bundle`): the console "
+              "script alone", file=sys.stderr)
     runs = measure(executables, args.jobs, progress=lambda message: print(message, file=sys.stderr), groups=args.group)
     if not runs:
         parser.error("no case is in those groups")
