@@ -265,8 +265,11 @@ def main(argv: list[str] | None = None) -> int:
         results["meta"] = this_run
     report.write(results, args.json, args.out)
     _log(f"wrote {args.out} and {args.json} in {this_run['wall_s'] / 60:.1f} min")
-    failed = [c for part in ("drain", "configurations") for c in results.get(part, {}).get("cells", [])
-              if c.get("error")]
+    cells = [c for part in ("drain", "configurations") for c in results.get(part, {}).get("cells", [])]
+    failed = [c for c in cells if c.get("error")]
+    if failed:
+        _log(f"{len(failed)} of {len(cells)} deletions failed, listed in {args.out} and left out of its tables "
+             f"(first: {failed[0]['error'][:120]}); on a busy machine rerun the part with --parts and fewer --jobs")
     return 1 if failed else 0
 
 
