@@ -193,48 +193,52 @@ def _executable_notes(executables: dict) -> list[str]:
     return lines
 
 
-def _prestop_section(prestop: dict) -> list[str]:
-    lines = ["### prestop: start-up, memory, size", "",
-             f"{prestop['runs']} runs of each executable, alternating, after one warm-up run each; a whole drain "
-             "against a raw listening socket that answers vLLM's real 47 KB idle exposition, `--route-wait 0 "
-             f"--interval {prestop['interval_s']:g}`. Median (min–max). Absolute times drift between runs on a "
-             "shared or virtual machine; the executables alternate run by run, so their difference within one "
-             "run is the comparison to trust.", ""]
-    header = ["executable", "on disk", "exec → first request", "exec → first log line",
-              "peak RSS, largest process", "VmHWM, all its processes"]
-    rows = _executable_rows(prestop["executables"], [("first_request_s", _ms), ("first_log_s", _ms),
-                                                      ("max_rss_kib", _mib), ("session_hwm_kib", _mib)])
-    lines += _table(header, rows)
+def _executables_section(title: str, intro: str, header: list[str], executables: dict,
+                         columns: list[tuple[str, Callable[[list], str]]], definitions: str) -> list[str]:
+    """A cost table of executables (one row each, after its name and size on disk), a line on each,
+    then what each column means."""
+    lines = [title, "", intro, ""]
+    lines += _table(["executable", "on disk", *header], _executable_rows(executables, columns))
     lines.append("")
-    lines += _executable_notes(prestop["executables"])
-    lines += ["- *exec → first request*: from just before the exec to the first read's bytes at the socket. "
-              "*exec → first log line*: the hook's own `drain_started` elapsed_s, counted from the kernel's "
-              "start time of the outermost process. *Peak RSS*: `/usr/bin/time -v` (the largest single process, "
-              "in separate runs). *VmHWM, all processes*: the sum over every process of the exec (the bundle "
-              "runs staticx's launcher, PyInstaller's bootloader and Python) when the second read arrives.", ""]
-    return lines
+    lines += _executable_notes(executables)
+    return lines + [definitions, ""]
+
+
+def _prestop_section(prestop: dict) -> list[str]:
+    return _executables_section(
+        "### prestop: start-up, memory, size",
+        f"{prestop['runs']} runs of each executable, alternating, after one warm-up run each; a whole drain "
+        "against a raw listening socket that answers vLLM's real 47 KB idle exposition, `--route-wait 0 "
+        f"--interval {prestop['interval_s']:g}`. Median (min–max). Absolute times drift between runs on a "
+        "shared or virtual machine; the executables alternate run by run, so their difference within one "
+        "run is the comparison to trust.",
+        ["exec → first request", "exec → first log line", "peak RSS, largest process", "VmHWM, all its processes"],
+        prestop["executables"],
+        [("first_request_s", _ms), ("first_log_s", _ms), ("max_rss_kib", _mib), ("session_hwm_kib", _mib)],
+        "- *exec → first request*: from just before the exec to the first read's bytes at the socket. "
+        "*exec → first log line*: the hook's own `drain_started` elapsed_s, counted from the kernel's "
+        "start time of the outermost process. *Peak RSS*: `/usr/bin/time -v` (the largest single process, "
+        "in separate runs). *VmHWM, all processes*: the sum over every process of the exec (the bundle "
+        "runs staticx's launcher, PyInstaller's bootloader and Python) when the second read arrives.")
 
 
 def _sidecar_start_section(start: dict) -> list[str]:
-    lines = ["### drain-sidecar: start-up, memory, size", "",
-             f"{start['runs']} runs of each executable, alternating, after one warm-up run each (bench/costs/sidecar.py): "
-             "the sidecar on a free loopback port, `--engine vllm` and an engine port nothing listens on. "
-             "Median (min–max).", ""]
-    header = ["executable", "on disk", "exec → listening", "exec → first /healthz", "peak RSS, largest process",
-              "VmHWM, all its processes", "PSS, all its processes", "unpacked into TMPDIR"]
-    rows = _executable_rows(start["executables"], [
-        ("listening_s", _ms), ("first_answer_s", _ms), ("max_rss_kib", _mib), ("session_hwm_kib", _mib),
-        ("session_pss_kib", _mib), ("unpacked_bytes", lambda sizes: _size(int(statistics.median(sizes))))])
-    lines += _table(header, rows)
-    lines.append("")
-    lines += _executable_notes(start["executables"])
-    lines += ["- *exec → listening*: from just before the exec until a TCP connect to the sidecar's port "
-              "succeeds (polled every 2 ms). *exec → first /healthz*: until `GET /healthz` answers 200. "
-              "*Peak RSS*: `/usr/bin/time -v` (the largest single process, in separate runs). *VmHWM* and "
-              "*PSS, all processes*: summed over every process of the exec (the bundle runs staticx's launcher, "
-              "PyInstaller's bootloader and Python) 1 s after it listens. *Unpacked*: what the bundle writes "
-              "into TMPDIR at each start and removes at exit.", ""]
-    return lines
+    return _executables_section(
+        "### drain-sidecar: start-up, memory, size",
+        f"{start['runs']} runs of each executable, alternating, after one warm-up run each (bench/costs/sidecar.py): "
+        "the sidecar on a free loopback port, `--engine vllm` and an engine port nothing listens on. "
+        "Median (min–max).",
+        ["exec → listening", "exec → first /healthz", "peak RSS, largest process", "VmHWM, all its processes",
+         "PSS, all its processes", "unpacked into TMPDIR"],
+        start["executables"],
+        [("listening_s", _ms), ("first_answer_s", _ms), ("max_rss_kib", _mib), ("session_hwm_kib", _mib),
+         ("session_pss_kib", _mib), ("unpacked_bytes", lambda sizes: _size(int(statistics.median(sizes))))],
+        "- *exec → listening*: from just before the exec until a TCP connect to the sidecar's port "
+        "succeeds (polled every 2 ms). *exec → first /healthz*: until `GET /healthz` answers 200. "
+        "*Peak RSS*: `/usr/bin/time -v` (the largest single process, in separate runs). *VmHWM* and "
+        "*PSS, all processes*: summed over every process of the exec (the bundle runs staticx's launcher, "
+        "PyInstaller's bootloader and Python) 1 s after it listens. *Unpacked*: what the bundle writes "
+        "into TMPDIR at each start and removes at exit.")
 
 
 def _reading_section(reading: dict) -> list[str]:
@@ -382,9 +386,9 @@ def _real_engines_section(part: dict) -> list[str]:
               "held idle, s", "lag, s"]
     rows = [[r["strategy"], str(r["completed"]), str(r["cut"]), str(r["rejected"]), str(r["refused"]),
              "yes" if r["sigkill"] else "no", f"{r['sigterm_at_s']:.2f}",
-             "–" if r["engine_exit_s"] is None else f"{r['engine_exit_s']:.2f}",
-             "–" if r["held_idle_s"] is None else f"{r['held_idle_s']:.2f}",
-             "–" if r["return_lag_s"] is None else f"{r['return_lag_s']:.2f}"] for r in part["runs"]]
+             _DASH if r["engine_exit_s"] is None else f"{r['engine_exit_s']:.2f}",
+             _DASH if r["held_idle_s"] is None else f"{r['held_idle_s']:.2f}",
+             _DASH if r["return_lag_s"] is None else f"{r['return_lag_s']:.2f}"] for r in part["runs"]]
     lines += _table(header, rows)
     if part.get("return_lag_median_s") is not None:
         low, high = part["return_lag_range_s"]
@@ -437,6 +441,20 @@ def render(results: dict) -> str:
     if "reliability" in results:
         lines += reliability_report.section(results["reliability"])
     return "\n".join(lines).rstrip() + "\n"
+
+
+def write(results: dict, json_path: Path, md_path: Path) -> None:
+    """The raw numbers, then the Markdown rendered from them."""
+    json_path.write_text(json.dumps(results, indent=1) + "\n")
+    md_path.write_text(render(results))
+
+
+def merge(part: str, figures: dict) -> None:
+    """One part's figures into the record, RESULTS.md rendered again: how a bench run outside
+    `make bench` (the real engines', the router-less scale-down) adds its section."""
+    results = json.loads(DEFAULT_JSON.read_text())
+    results[part] = figures
+    write(results, DEFAULT_JSON, DEFAULT_MD)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,26 +25,24 @@ import tempfile
 import time
 from pathlib import Path
 
-if __package__ in (None, ""):  # `python bench/run.py`
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench import report  # noqa: E402
-from bench.costs import prestop as cost_prestop  # noqa: E402
-from bench.costs import reading as cost_reading  # noqa: E402
-from bench.costs import scrape as cost_scrape  # noqa: E402
-from bench.costs import sidecar as cost_sidecar  # noqa: E402
-from bench.costs.process import version_line  # noqa: E402
-from bench.drains import configurations as drain_configurations  # noqa: E402
-from bench.drains import quality as drain_quality  # noqa: E402
-from bench.fleet import part as fleet_part  # noqa: E402
-from bench.fleet import report as fleet_report  # noqa: E402
+from bench import report
+from bench.costs import prestop as cost_prestop
+from bench.costs import reading as cost_reading
+from bench.costs import scrape as cost_scrape
+from bench.costs import sidecar as cost_sidecar
+from bench.costs.process import version_line
+from bench.drains import configurations as drain_configurations
+from bench.drains import quality as drain_quality
+from bench.fleet import part as fleet_part
+from bench.fleet import report as fleet_report
 from bench.fleet.measured import (
-    Measured,  # noqa: E402
-    MissingMeasurement,  # noqa: E402
+    Measured,
+    MissingMeasurement,
 )
-from bench.fleet.measured import from_results as fleet_measured  # noqa: E402
-from bench.machine import CpuMeter, describe  # noqa: E402
-from bench.reliability import part as reliability  # noqa: E402
+from bench.fleet.measured import from_results as fleet_measured
+from bench.machine import CpuMeter, describe
+from bench.paths import PRESTOP_BUNDLE, PRESTOP_CONSOLE_SCRIPT, SIDECAR_BUNDLE, SIDECAR_CONSOLE_SCRIPT
+from bench.reliability import part as reliability
 
 HERE = Path(__file__).resolve().parent
 PARTS = ("prestop", "sidecar-start", "reading", "scrape", "sidecar", "reliability", "drain", "configurations", "fleet")
@@ -52,8 +50,6 @@ PARTS = ("prestop", "sidecar-start", "reading", "scrape", "sidecar", "reliabilit
 # Full run / --quick: enough runs for a median and a range, or just enough to see it work.
 PRESTOP_RUNS = (20, 5)
 SIDECAR_START_RUNS = (20, 5)
-SIDECAR_BUNDLE = HERE.parent / "dist" / "drain-sidecar"
-SIDECAR_CONSOLE_SCRIPT = HERE.parent / ".venv" / "bin" / "drain-sidecar"
 READING_ROUNDS = (15, 5)
 SCRAPE_ROUNDS = (15, 5)
 SIDECAR_SECONDS = (5.0, 1.0)
@@ -69,10 +65,10 @@ def _log(message: str) -> None:
 
 def _snapshot_bundle(workdir: Path) -> Path | None:
     """A private copy of dist/prestop, so a `make bundle` running meanwhile cannot swap it mid-run."""
-    if not drain_quality.BUNDLE.is_file():
+    if not PRESTOP_BUNDLE.is_file():
         return None
     copy = workdir / "prestop"
-    shutil.copy2(drain_quality.BUNDLE, copy)
+    shutil.copy2(PRESTOP_BUNDLE, copy)
     return copy
 
 
@@ -80,7 +76,7 @@ def run_prestop(bundle: Path | None, quick: bool) -> dict:
     executables = {}
     if bundle is not None:
         executables["bundle"] = bundle
-    executables["console script"] = drain_quality.CONSOLE_SCRIPT
+    executables["console script"] = PRESTOP_CONSOLE_SCRIPT
     result = cost_prestop.measure(executables, PRESTOP_RUNS[quick])
     if bundle is not None:
         result["executables"]["bundle"]["path"] = "dist/prestop"
@@ -132,7 +128,7 @@ def run_sidecar(quick: bool) -> dict:
 def run_reliability(bundle: Path | None, quick: bool) -> dict:
     """Issue 12's figures: hostile inputs, fuzzing, the sidecar under attack (bench/reliability/part.py)."""
     executables = {"bundle": bundle} if bundle is not None else {}
-    executables["console"] = drain_quality.CONSOLE_SCRIPT
+    executables["console"] = PRESTOP_CONSOLE_SCRIPT
     return reliability.measure(executables, quick, progress=_log)
 
 
@@ -239,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     this_run = describe(command)
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         bundle = _snapshot_bundle(Path(tmp))
-        prestop = bundle or drain_quality.CONSOLE_SCRIPT
+        prestop = bundle or PRESTOP_CONSOLE_SCRIPT
         shown_as = "dist/prestop" if bundle else ".venv/bin/prestop"
         runners = {
             "prestop": lambda: run_prestop(bundle, args.quick),
@@ -267,11 +263,13 @@ def main(argv: list[str] | None = None) -> int:
         results["meta"].setdefault("reruns", []).append(dict(this_run, parts=parts))
     else:
         results["meta"] = this_run
-    args.json.write_text(json.dumps(results, indent=1) + "\n")
-    args.out.write_text(report.render(results))
+    report.write(results, args.json, args.out)
     _log(f"wrote {args.out} and {args.json} in {this_run['wall_s'] / 60:.1f} min")
-    failed = [c for part in ("drain", "configurations") for c in results.get(part, {}).get("cells", [])
-              if c.get("error")]
+    cells = [c for part in ("drain", "configurations") for c in results.get(part, {}).get("cells", [])]
+    failed = [c for c in cells if c.get("error")]
+    if failed:
+        _log(f"{len(failed)} of {len(cells)} deletions failed, listed in {args.out} and left out of its tables "
+             f"(first: {failed[0]['error'][:120]}); on a busy machine rerun the part with --parts and fewer --jobs")
     return 1 if failed else 0
 
 

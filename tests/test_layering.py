@@ -154,29 +154,35 @@ def test_sidecar_uses_the_shared_core_not_the_hooks_entry_points(module):
     assert not internal(MODULES[module]) & entry_points
 
 
-def test_no_import_cycles():
-    graph = {m: internal(deps) - {m} for m, deps in MODULES.items()}
-    # A package's __init__ is imported by every submodule import: not an edge worth following.
-    packages = {"modeldrain.hook", "modeldrain.sidecar", *(f"modeldrain.{t}" for t in TOOLS)}
-    graph = {m: {d for d in deps if d not in packages} for m, deps in graph.items()}
+def first_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """An import circle in `graph` (module -> the modules it imports), as the path around it, or None."""
     state: dict[str, str] = {}
     path: list[str] = []
 
-    def visit(node: str) -> None:
+    def visit(node: str) -> list[str] | None:
         state[node] = "open"
         path.append(node)
         for dep in sorted(graph[node]):
             if state.get(dep) == "open":
-                cycle = path[path.index(dep):] + [dep]
-                raise AssertionError("import cycle: " + " -> ".join(cycle))
-            if dep not in state:
-                visit(dep)
+                return path[path.index(dep):] + [dep]
+            if dep not in state and (cycle := visit(dep)):
+                return cycle
         path.pop()
         state[node] = "done"
+        return None
 
     for module in sorted(graph):
-        if module not in state:
-            visit(module)
+        if module not in state and (cycle := visit(module)):
+            return cycle
+    return None
+
+
+def test_no_import_cycles():
+    graph = {m: internal(deps) - {m} for m, deps in MODULES.items()}
+    # A package's __init__ is imported by every submodule import: not an edge worth following.
+    packages = {"modeldrain.hook", "modeldrain.sidecar", *(f"modeldrain.{t}" for t in TOOLS)}
+    cycle = first_cycle({m: {d for d in deps if d not in packages} for m, deps in graph.items()})
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
 
 
 def test_the_checker_sees_lazy_and_relative_imports():

@@ -26,18 +26,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.costs.process import (
-    GNU_TIME,
-    ExecutableRuns,
-    alternate,
-    footprint,
-    max_rss_kib,
-    session_sum_kib,
-    version_line,
-)
-
-REPO = Path(__file__).resolve().parents[2]
-IDLE_FIXTURE = REPO / "emulation" / "templates" / "vllm-0.32.0-cpu-metrics-idle.txt"
+from bench.costs import process
+from bench.costs.process import GNU_TIME, ExecutableRuns, max_rss_kib, session_sum_kib
+from bench.paths import VLLM_IDLE_SCRAPE
 
 # Short poll spacing: the drain (two idle reads) ends ~0.2 s after the first read.
 INTERVAL_S = 0.2
@@ -47,18 +38,11 @@ RUN_TIMEOUT_S = 30.0
 PRESTOP_PACKAGES = ("modeldrain.hook", "prometheus_client")
 
 
-def _idle_body() -> bytes:
-    if IDLE_FIXTURE.is_file():
-        return IDLE_FIXTURE.read_bytes()
-    return (b'vllm:num_requests_running{engine="0",model_name="tiny"} 0.0\n'
-            b'vllm:num_requests_waiting{engine="0",model_name="tiny"} 0.0\n')
-
-
 class RawMetricsSocket:
     """A bare listening socket: notes when each run's first request arrives, answers idle."""
 
     def __init__(self) -> None:
-        self._body = _idle_body()
+        self._body = VLLM_IDLE_SCRAPE.read_bytes()
         self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._listener.bind(("127.0.0.1", 0))
         self._listener.listen(16)
@@ -160,17 +144,7 @@ def _memory_run(runs: PrestopRuns, server: RawMetricsSocket, env: dict, time_fil
 def measure(executables: dict[str, Path], runs: int) -> dict:
     """`executables`: name -> path. Returns the raw samples and the footprint of each."""
     server = RawMetricsSocket()
-    all_runs = {name: PrestopRuns(name, str(path)) for name, path in executables.items()}
-    alternate(all_runs, runs, tmp_prefix="bench-prestop",
-              timed=lambda r, env: _timed_run(r, server, env),
-              memory=lambda r, env, report: _memory_run(r, server, env, report))
-    return {
-        "runs": runs,
-        "interval_s": INTERVAL_S,
-        "gnu_time": GNU_TIME.exists(),
-        "executables": {
-            name: {"path": r.path, "version": version_line(Path(r.path), "version"),
-                   "footprint": footprint(name, Path(r.path), PRESTOP_PACKAGES), **r.samples()}
-            for name, r in all_runs.items()
-        },
-    }
+    return process.measure(PrestopRuns, executables, runs, tmp_prefix="bench-prestop",
+                           timed=lambda r, env: _timed_run(r, server, env),
+                           memory=lambda r, env, report: _memory_run(r, server, env, report),
+                           version_flag="version", packages=PRESTOP_PACKAGES, interval_s=INTERVAL_S)

@@ -118,3 +118,22 @@ def alternate(all_runs: dict[str, R], rounds: int, *, tmp_prefix: str,
         time_report.unlink(missing_ok=True)
         for d in unpack_dirs.values():
             shutil.rmtree(d, ignore_errors=True)
+
+
+def measure(runs_type: type[R], executables: dict[str, Path], rounds: int, *, tmp_prefix: str,
+            timed: Callable[[R, dict], None], memory: Callable[[R, dict, Path], None], version_flag: str,
+            packages: tuple[str, ...], **settings: object) -> dict:
+    """`alternate` over `executables` (name -> path), then a cost part's entry in results.json: the
+    rounds and `settings`, and per executable its version, footprint and every list of samples."""
+    all_runs = {name: runs_type(name, str(path)) for name, path in executables.items()}
+    alternate(all_runs, rounds, tmp_prefix=tmp_prefix, timed=timed, memory=memory)
+    return {
+        "runs": rounds,
+        **settings,
+        "gnu_time": GNU_TIME.exists(),
+        "executables": {
+            name: {"path": r.path, "version": version_line(Path(r.path), version_flag),
+                   "footprint": footprint(name, Path(r.path), packages), **r.samples()}
+            for name, r in all_runs.items()
+        },
+    }

@@ -28,18 +28,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.costs.process import (
-    GNU_TIME,
-    ExecutableRuns,
-    alternate,
-    footprint,
-    max_rss_kib,
-    session_sum_kib,
-    tree_bytes,
-    version_line,
-)
+from bench.costs import process
+from bench.costs.process import GNU_TIME, ExecutableRuns, max_rss_kib, session_sum_kib, tree_bytes
 
-REPO = Path(__file__).resolve().parents[2]
 POLL_S = 0.002
 SETTLE_S = 1.0  # after listening: the start-up's transient memory is past
 RUN_TIMEOUT_S = 30.0
@@ -146,14 +137,5 @@ def _memory_run(runs: SidecarRuns, env: dict, time_file: Path) -> None:
 
 def measure(executables: dict[str, Path], runs: int) -> dict:
     """`executables`: name -> path. Returns the raw samples and the footprint of each."""
-    all_runs = {name: SidecarRuns(name, str(path)) for name, path in executables.items()}
-    alternate(all_runs, runs, tmp_prefix="bench-sidecar", timed=_timed_run, memory=_memory_run)
-    return {
-        "runs": runs,
-        "gnu_time": GNU_TIME.exists(),
-        "executables": {
-            name: {"path": r.path, "version": version_line(Path(r.path), "--version"),
-                   "footprint": footprint(name, Path(r.path), SIDECAR_PACKAGES), **r.samples()}
-            for name, r in all_runs.items()
-        },
-    }
+    return process.measure(SidecarRuns, executables, runs, tmp_prefix="bench-sidecar", timed=_timed_run,
+                           memory=_memory_run, version_flag="--version", packages=SIDECAR_PACKAGES)

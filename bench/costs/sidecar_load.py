@@ -26,13 +26,11 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+import aiohttp
 
-import aiohttp  # noqa: E402
-
-from emulation.engine_process import EngineProcess  # noqa: E402
-from modeldrain.retirement import client as retirement  # noqa: E402
-from tests.sidecar.sidecar_process import SidecarProcess, kill_now  # noqa: E402
+from emulation.engine_process import EngineProcess
+from modeldrain.retirement import client as retirement
+from tests.sidecar.sidecar_process import SidecarProcess, kill_now
 
 
 def rss_kib(pid: int) -> dict[str, int]:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import enum
 import math
 import random
-import sys
 import threading
 import time
 import traceback
@@ -36,14 +35,11 @@ from bench.drains.deletion import (
     hook_events,
     prestop_argv,
 )
+from bench.paths import prestop_executable
 from emulation.engine_process import EngineProcess
 from emulation.kubelet import DeletionReport, delete_pod
 from emulation.load import MIXED_REQUESTS, SHORT_REQUESTS, Durations, LoadGenerator, LoadTally, UniformDurations
 from emulation.timeline import delete_tally
-
-REPO = Path(__file__).resolve().parents[2]
-BUNDLE = REPO / "dist" / "prestop"
-CONSOLE_SCRIPT = Path(sys.executable).parent / "prestop"
 
 GRACES_S = (30.0, 45.0)  # the operator's default, and what it advises for SGLang's split roles
 
@@ -113,11 +109,6 @@ def router_load(scenario: Scenario, grace_s: float) -> RouterLoad:
     assert scenario.durations is not None  # a scenario with a rate says its durations
     return RouterLoad(scenario.warmup_s, rate_per_s=scenario.rate_per_s, durations=scenario.durations(grace_s),
                       tail=tail)
-
-
-def prestop_executable() -> Path:
-    """The bundle when `make bundle` has built it, else the console script in this virtualenv."""
-    return BUNDLE if BUNDLE.is_file() else CONSOLE_SCRIPT
 
 
 def seed_for(scenario: Scenario, repeat: int) -> int:

@@ -14,15 +14,17 @@ connection scan's own cost with thousands of sockets in one namespace. Root.
 
 from __future__ import annotations
 
+import argparse
 import http.client
 import json
+import os
 import resource
+import shutil
 import socket
 import statistics
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 from bench import report
 from emulation.engine_process import EngineProcess, free_port
@@ -105,17 +107,27 @@ def _scan_cost() -> dict:
             "median_ms": round(statistics.median(durations), 1), "max_ms": round(max(durations), 1)}
 
 
-def main() -> int:
+def why_not_here() -> str | None:
+    """What this machine lacks for the two network namespaces, in one line, or None."""
+    if os.geteuid() != 0:
+        return f"needs root (network namespaces and a veth pair): run `{COMMAND}`"
+    missing = [tool for tool in ("unshare", "nsenter", "ip") if shutil.which(tool) is None]
+    return f"needs {', '.join(missing)} on PATH (network namespaces)" if missing else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.drains.routerless", description=__doc__.split("\n\n")[0])
+    parser.parse_args(argv)
+    missing = why_not_here()
+    if missing:
+        print(f"{parser.prog}: error: {missing}", file=sys.stderr)
+        return 2
     now = [_one(counting=True) for _ in range(RUNS)]
     before = _one(counting=False)
     part = {"command": COMMAND, "before": before, "now": now,
             "now_median_decided_s": statistics.median(r["decided_s"] for r in now), "scan": _scan_cost(),
             "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
-    results_path = Path(report.DEFAULT_JSON)
-    results = json.loads(results_path.read_text())
-    results["routerless"] = part
-    results_path.write_text(json.dumps(results, indent=1) + "\n")
-    Path(report.DEFAULT_MD).write_text(report.render(results))
+    report.merge("routerless", part)
     print(json.dumps(part, indent=1))
     return 0
 

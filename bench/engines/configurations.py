@@ -23,13 +23,15 @@ import sys
 import time
 from pathlib import Path
 
+from bench.engines import command
 from bench.engines.lifecycle import scrape
+from bench.paths import PRESTOP_CONSOLE_SCRIPT
 from emulation.kubelet import delete_pod
 from emulation.load import LoadGenerator, UniformDurations
 from engines import tier as tier_module
 from engines.servers import RealEngine, completion_body, proc_root_of
 
-PRESTOP = str(Path(sys.executable).parent / "prestop")
+PRESTOP = str(PRESTOP_CONSOLE_SCRIPT)
 GRACE_S = 30
 ROUTE_LAG_S = 3.0
 DURATIONS = UniformDurations(6.0, 9.0)
@@ -105,10 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write the rows here")
     parser.add_argument("flags", nargs="*", help="vLLM's flags, after --")
     args = parser.parse_args(argv)
-    tier = tier_module.installed()
-    if isinstance(tier, str):
-        print(f"bench.engines.configurations: {tier}", file=sys.stderr)
-        return 2
+    tier = command.tier("python -m bench.engines.configurations")
     if args.sample:
         result: dict = sample(tier, args.flags)
     else:

@@ -20,13 +20,15 @@ import sys
 import time
 from pathlib import Path
 
+from bench import report
+from bench.engines import command
+from bench.paths import PRESTOP_CONSOLE_SCRIPT
 from emulation.kubelet import delete_pod
 from emulation.load import LoadGenerator, UniformDurations
 from engines import tier as tier_module
 from engines.servers import RealEngine, completion_body, proc_root_of
 
-REPO = Path(__file__).resolve().parents[2]
-PRESTOP = str(Path(sys.executable).parent / "prestop")
+PRESTOP = str(PRESTOP_CONSOLE_SCRIPT)
 GRACE_S = 30
 ROUTE_LAG_S = 3.0
 DURATIONS = UniformDurations(6.0, 9.0)
@@ -60,9 +62,7 @@ def one_deletion(tier: tier_module.Tier, strategy: str, seed: int) -> dict:
 
 
 def measure(repeats: int) -> dict:
-    found = tier_module.installed()
-    if isinstance(found, str):
-        raise SystemExit(f"python -m bench.engines.deletions: error: {found} (make engines installs it)")
+    found = command.tier("python -m bench.engines.deletions")
     started = time.monotonic()
     runs = []
     for strategy in STRATEGIES:
@@ -93,12 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps(result, indent=1) + "\n")
     if args.merge:
-        from bench import report
-
-        results = json.loads(report.DEFAULT_JSON.read_text())
-        results["real_engines"] = result
-        report.DEFAULT_JSON.write_text(json.dumps(results, indent=1) + "\n")
-        report.DEFAULT_MD.write_text(report.render(results))
+        report.merge("real_engines", result)
     print(json.dumps({k: v for k, v in result.items() if k != "runs"}))
     return 0
 

@@ -28,10 +28,10 @@ import socket
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
-from engines import tier as tier_module
+from bench.engines import command
 from engines.servers import SERVED_MODEL_NAME, RealEngine
 
 # Often enough to see a tick of SGLang's gauges (its idle timer, its decode_log_interval steps)
@@ -320,10 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scenarios", default=",".join(s.name for s in SCENARIOS))
     parser.add_argument("--out", default=None, help="write the rows here as JSON")
     args = parser.parse_args(argv)
-    found = tier_module.installed()
-    if isinstance(found, str):
-        print(f"lifecycle: {found}", file=sys.stderr)
-        return 2
+    found = command.tier("python -m bench.engines.lifecycle")
     rows: list[Row] = []
     wanted = args.scenarios.split(",")
     for label in args.engines.split(","):
@@ -334,12 +331,8 @@ def main(argv: list[str] | None = None) -> int:
             for scenario in SCENARIOS:
                 if scenario.name not in wanted or (label == "vllm-api2" and scenario.name not in API2_SCENARIOS):
                     continue
-                row = run_scenario(engine, scenario, label, read_load)
-                print(json.dumps(asdict(row)), flush=True)
-                rows.append(row)
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump([asdict(r) for r in rows], f, indent=1)
+                command.keep(rows, run_scenario(engine, scenario, label, read_load))
+    command.write_rows(args.out, rows)
     return 0
 
 

@@ -30,10 +30,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from bench import report
 from bench.drains.deletion import Deletion, RouterLoad, dead_port, delete_under_load, seed_of
-from bench.drains.quality import SCENARIOS_BY_NAME, prestop_executable, router_load
+from bench.drains.quality import SCENARIOS_BY_NAME, router_load
 from bench.drains.shutdown_timeout import SCENARIOS as TIMEOUT_SCENARIOS
+from bench.engines import command
 from bench.engines.report import PART
+from bench.paths import prestop_executable
 from bench.pool import run_jobs
 from emulation.engine_process import EngineProcess
 from emulation.launch import LaunchShape
@@ -190,10 +193,7 @@ def _last_started(deletion: Deletion) -> float | None:
 
 def measure(engines: tuple[str, ...], families: tuple[str, ...], repeats: int, jobs: int,
             progress: Callable[[str], None], backends: tuple[str, ...] = BACKENDS) -> dict:
-    installed = tier_module.installed()
-    if isinstance(installed, str) and "real" in backends:
-        raise SystemExit(f"python -m bench.engines.matrix: error: {installed} (make engines installs it)")
-    found = None if isinstance(installed, str) else installed  # the twins alone need no tier
+    found = command.tier("python -m bench.engines.matrix") if "real" in backends else None  # twins need none
     prestop = prestop_executable()
     everything = cells(engines, families, repeats, backends)
     started = time.monotonic()
@@ -228,17 +228,13 @@ def merge(result: dict, families: tuple[str, ...], engines: tuple[str, ...], bac
     """Into bench/results.json's real_engine_matrix part, replacing the cells rerun (their families,
     engines and backends); the run's settings are kept per backend (a twins-only rerun keeps the real
     cells' command and load)."""
-    from bench import report
-
     results = json.loads(report.DEFAULT_JSON.read_text())
     old = results.get(PART, {})
     kept = [c for c in old.get("cells", [])
             if not (c["family"] in families and c["engine"] in engines and c["backend"] in backends)]
     settings = {k: v for k, v in result.items() if k != "cells"}
     runs = {**old.get("runs", {}), **{b: settings for b in backends}}
-    results[PART] = {**runs.get("real", settings), "runs": runs, "cells": kept + result["cells"]}
-    report.DEFAULT_JSON.write_text(json.dumps(results, indent=1) + "\n")
-    report.DEFAULT_MD.write_text(report.render(results))
+    report.merge(PART, {**runs.get("real", settings), "runs": runs, "cells": kept + result["cells"]})
 
 
 def _progress(line: str) -> None:

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from bench.tables import MIN_SECONDS_DIFFERENCE, table
+from bench.tables import DASH, MIN_SECONDS_DIFFERENCE, table
 from modeldrain.hook.constants import ROUTE_WAIT_S
 
 PART = "real_engine_matrix"  # the real-engine matrix's key in bench/results.json
 
-DASH = "–"
 # The hook's price beyond the route wait: its first read and the confirming read >= 1 s later
 # (measured ~1.05 s after the route wait on the emulator and on real vLLM), or, following the
 # engine's drain, its start-up and its /health read (issue 16: <= 0.5 s).

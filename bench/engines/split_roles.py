@@ -32,6 +32,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+from bench.engines import command
 from bench.engines.lifecycle import (
     LONG_PROMPT,
     ClientRequest,
@@ -44,7 +45,6 @@ from bench.engines.lifecycle import (
 )
 from emulation.kubelet import delete_pod
 from emulation.load import LoadGenerator, UniformDurations
-from engines import tier as tier_module
 from engines.pd import PdPair
 from engines.servers import RealEngine, completion_body, proc_root_of
 from modeldrain.hook.gauges import (
@@ -243,10 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prefill-deletion-only", action="store_true",
                         help="only the second pair: the prefill server deleted under load")
     args = parser.parse_args(argv)
-    addon = tier_module.pd_installed()
-    if isinstance(addon, str):
-        print(f"split_roles: {addon}", file=sys.stderr)
-        return 2
+    addon = command.pd_addon("python -m bench.engines.split_roles")
     results: dict = {"bursts": [], "checks": {}, "deletions": {}}
     if args.prefill_deletion_only:
         with PdPair(addon) as pair:

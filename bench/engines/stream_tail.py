@@ -17,14 +17,14 @@ server and its helpers (the engine core) exited. docs/engines.md's table is this
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
+from bench.engines import command
 from bench.engines.lifecycle import ClientRequest, completion, gauges_of, post, scrape
 from bench.engines.unsent import unsent_bytes
 from engines import tier as tier_module
@@ -188,19 +188,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vllm-args", default="", help="more vLLM flags, e.g. '--shutdown-timeout 20'")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
-    found = tier_module.installed()
-    if isinstance(found, str):
-        print(f"stream_tail: {found}", file=sys.stderr)
-        return 2
-    rows = []
+    found = command.tier("python -m bench.engines.stream_tail")
+    rows: list[Repeat] = []
     for _ in range(args.repeats):
-        row = one(found, None if args.sigterm_after < 0 else args.sigterm_after, args.read_delay,
-                  tuple(args.vllm_args.split()))
-        print(json.dumps(asdict(row)), flush=True)
-        rows.append(row)
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump([asdict(r) for r in rows], f, indent=1)
+        command.keep(rows, one(found, None if args.sigterm_after < 0 else args.sigterm_after, args.read_delay,
+                               tuple(args.vllm_args.split())))
+    command.write_rows(args.out, rows)
     return 0
 
 

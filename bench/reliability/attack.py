@@ -26,6 +26,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Awaitable, Callable
 
 REQUEST = b"GET /healthz HTTP/1.1\r\nHost: sidecar\r\n\r\n"
 REQUEST_CLOSE = b"GET /healthz HTTP/1.1\r\nHost: sidecar\r\nConnection: close\r\n\r\n"
@@ -74,23 +75,42 @@ async def _open(port: int, tally: Tally) -> tuple[asyncio.StreamReader, asyncio.
     return reader, writer
 
 
-async def hold(port: int, every_s: float, stop_at: float, tally: Tally, offset_s: float) -> None:
-    await asyncio.sleep(offset_s)  # spread: the N connections do not all ask in the same instant
+# What a request on a connection the server closed (or answered garbage on) raises.
+_CLOSED = (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ValueError)
+
+
+async def _ask(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes, tally: Tally) -> None:
+    writer.write(request)
+    tally.answer(await asyncio.wait_for(read_answer(reader), ANSWER_TIMEOUT_S))
+
+
+async def _reopening(port: int, stop_at: float, tally: Tally,
+                     converse: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]],
+                     closed: tuple[type[BaseException], ...]) -> None:
+    """A connection kept until `stop_at`, `converse` holding it; one the server closes (`converse`
+    raising one of `closed`) is counted and, after a pause, opened again."""
     while time.monotonic() < stop_at:
         opened = await _open(port, tally)
         if opened is None:
             continue
         reader, writer = opened
         try:
-            while time.monotonic() < stop_at:
-                writer.write(REQUEST)
-                tally.answer(await asyncio.wait_for(read_answer(reader), ANSWER_TIMEOUT_S))
-                await asyncio.sleep(every_s)
-        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ValueError):
+            await converse(reader, writer)
+        except closed:
             tally.closed_by_server += 1
             await asyncio.sleep(REOPEN_PAUSE_S)
         finally:
             writer.close()
+
+
+async def hold(port: int, every_s: float, stop_at: float, tally: Tally, offset_s: float) -> None:
+    async def keep_asking(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while time.monotonic() < stop_at:
+            await _ask(reader, writer, REQUEST, tally)
+            await asyncio.sleep(every_s)
+
+    await asyncio.sleep(offset_s)  # spread: the N connections do not all ask in the same instant
+    await _reopening(port, stop_at, tally, keep_asking, _CLOSED)
 
 
 async def _one_flood_request(port: int, tally: Tally, slots: asyncio.Semaphore) -> None:
@@ -100,9 +120,8 @@ async def _one_flood_request(port: int, tally: Tally, slots: asyncio.Semaphore) 
             return
         reader, writer = opened
         try:
-            writer.write(REQUEST_CLOSE)
-            tally.answer(await asyncio.wait_for(read_answer(reader), ANSWER_TIMEOUT_S))
-        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ValueError):
+            await _ask(reader, writer, REQUEST_CLOSE, tally)
+        except _CLOSED:
             tally.closed_by_server += 1
         finally:
             writer.close()
@@ -125,25 +144,17 @@ async def flood(port: int, per_s: float, stop_at: float, tally: Tally) -> None:
 
 
 async def slowloris(port: int, stop_at: float, tally: Tally, offset_s: float) -> None:
+    async def trickle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(SLOW_HEAD)
+        while time.monotonic() < stop_at:
+            await asyncio.sleep(1.0)
+            if reader.at_eof():
+                raise ConnectionResetError("closed by the server")
+            writer.write(b"a")
+            await writer.drain()
+
     await asyncio.sleep(offset_s)
-    while time.monotonic() < stop_at:
-        opened = await _open(port, tally)
-        if opened is None:
-            continue
-        reader, writer = opened
-        try:
-            writer.write(SLOW_HEAD)
-            while time.monotonic() < stop_at:
-                await asyncio.sleep(1.0)
-                if reader.at_eof():
-                    raise ConnectionResetError("closed by the server")
-                writer.write(b"a")
-                await writer.drain()
-        except OSError:
-            tally.closed_by_server += 1
-            await asyncio.sleep(REOPEN_PAUSE_S)
-        finally:
-            writer.close()
+    await _reopening(port, stop_at, tally, trickle, (OSError,))
 
 
 async def attack(port: int, seconds: float, *, hold_n: int, hold_every_s: float, flood_per_s: float,

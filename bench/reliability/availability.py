@@ -30,22 +30,17 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from bench.reliability import bodies  # noqa: E402
-from bench.reliability.meter import (  # noqa: E402
+from bench.paths import REPO, VLLM_IDLE_SCRAPE
+from bench.reliability import bodies
+from bench.reliability.meter import (
     CONTROLLER_TIMEOUT_S,
     PROBE_TIMEOUT_S,
     PeriodicClient,
     summarize,
     timed_get,
 )
-from emulation.raw_server import RawServer, canned  # noqa: E402
-from tests.sidecar.sidecar_process import SidecarProcess  # noqa: E402
-
-REPO = Path(__file__).resolve().parents[2]
-IDLE_SCRAPE = REPO / "emulation" / "templates" / "vllm-0.32.0-cpu-metrics-idle.txt"
+from emulation.raw_server import RawServer, canned
+from tests.sidecar.sidecar_process import SidecarProcess
 
 CONTROLLER_EVERY_S = 1.0
 # More often than kubelet's period (10 s by default, 1 s at least), for enough samples per scenario.
@@ -220,7 +215,7 @@ def memory_figures(samples: list[tuple[float, int, int]]) -> dict:
 
 def measure(seconds: float, soak_s: float, sample_every_s: float) -> dict:
     token = secrets.token_hex(16)
-    body = IDLE_SCRAPE.read_bytes() if IDLE_SCRAPE.is_file() else bodies.IDLE_VLLM
+    body = VLLM_IDLE_SCRAPE.read_bytes()
     with tempfile.TemporaryDirectory(prefix="bench-availability-") as tmp:
         token_file = Path(tmp) / "token"
         token_file.write_text(token + "\n")

@@ -7,11 +7,9 @@ so the programs read them over a real socket exactly as they would read an engin
 
 from __future__ import annotations
 
-from pathlib import Path
-
+from bench.paths import REPO
 from emulation.raw_server import http_response
 
-REPO = Path(__file__).resolve().parents[2]
 # Bodies that once broke a reader, replayed by tests/hook/test_exposition_differential.py too.
 CORPUS = REPO / "tests" / "hook" / "corpus" / "exposition"
 

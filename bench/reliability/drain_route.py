@@ -22,13 +22,10 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from emulation.engine_process import EngineProcess  # noqa: E402
-from modeldrain.hook.constants import EXIT_RESERVE_S, IDLE_CONFIRM_GAP_S, ROUTE_WAIT_S  # noqa: E402
-from tests.engine_work import send_requests  # noqa: E402
-from tests.sidecar.sidecar_process import SidecarProcess, kill_now  # noqa: E402
+from emulation.engine_process import EngineProcess
+from modeldrain.hook.constants import EXIT_RESERVE_S, IDLE_CONFIRM_GAP_S, ROUTE_WAIT_S
+from tests.engine_work import send_requests
+from tests.sidecar.sidecar_process import SidecarProcess, kill_now
 
 KUBELET = "127.0.0.1"
 STRANGERS = ("127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5")

@@ -21,7 +21,8 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from bench.paths import REPO
+
 TEST_FILES = ("tests/hook/test_exposition_differential.py", "tests/hook/test_fetch_differential.py",
               "tests/hook/test_freshness_differential.py")
 # Two workers: the first two property tests dominate the time, on the bench's two cores.

@@ -38,11 +38,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Callable, Iterator
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from bench.reliability import bodies  # noqa: E402
-from bench.reliability.cases import (  # noqa: E402
+from bench.paths import PRESTOP_BUNDLE, PRESTOP_CONSOLE_SCRIPT, REPO
+from bench.reliability import bodies
+from bench.reliability.cases import (
     DRAIN_ARGS,
     Canned,
     Emulated,
@@ -58,12 +56,8 @@ from bench.reliability.cases import (  # noqa: E402
     emulated_cases,
     scripted_cases,
 )
-from emulation.raw_server import RawServer, Responder, canned  # noqa: E402
-from modeldrain.hook.events import MAX_LINE_BYTES  # noqa: E402
-
-REPO = Path(__file__).resolve().parents[2]
-BUNDLE = REPO / "dist" / "prestop"
-CONSOLE_SCRIPT = Path(sys.executable).parent / "prestop"
+from emulation.raw_server import RawServer, Responder, canned
+from modeldrain.hook.events import MAX_LINE_BYTES
 
 TRACEBACK = b"Traceback (most recent call last)"
 # Past its deadline, a hook's exit may still wait on the scheduler of a loaded machine and on
@@ -568,7 +562,7 @@ def _last_words(stderr: bytes) -> str:
 
 def executables_present(wanted: list[str]) -> dict[str, Path]:
     """name -> path of the executables asked for that exist here (the bundle only after `make bundle`)."""
-    known = {"bundle": BUNDLE, "console": CONSOLE_SCRIPT}
+    known = {"bundle": PRESTOP_BUNDLE, "console": PRESTOP_CONSOLE_SCRIPT}
     return {name: known[name] for name in wanted if known[name].is_file()}
 
 
@@ -671,9 +665,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--group", action="append", default=[], metavar="TEXT",
                         help="only the cases whose group holds TEXT (repeatable; e.g. 'issue 25')")
     args = parser.parse_args(argv)
-    executables = executables_present([e.strip() for e in args.executables.split(",") if e.strip()])
+    wanted = [e.strip() for e in args.executables.split(",") if e.strip()]
+    executables = executables_present(wanted)
     if not executables:
         parser.error("none of those executables exists here")
+    if "bundle" in wanted and "bundle" not in executables:
+        print(f"{parser.prog}: {PRESTOP_BUNDLE.relative_to(REPO)} is not built (`make bundle`): the console "
+              "script alone", file=sys.stderr)
     runs = measure(executables, args.jobs, progress=lambda message: print(message, file=sys.stderr), groups=args.group)
     if not runs:
         parser.error("no case is in those groups")

@@ -9,15 +9,9 @@ from typing import Iterable
 
 from bench.reliability.cases import DEADLINE_S, EXIT_RESERVE_S, GRACE_S, ROUTE_WAIT_S
 from bench.reliability.hostile import OVERRUN_TOLERANCE_S
+from bench.tables import DASH as _DASH
+from bench.tables import table as _table
 from modeldrain.hook.events import MAX_LINE_BYTES
-
-_DASH = "–"
-
-
-def _table(header: list[str], rows: Iterable[list[str]], align: str) -> list[str]:
-    marks = ["---:" if a == "r" else "---" for a in align]
-    return ["| " + " | ".join(header) + " |", "|" + "|".join(marks) + "|",
-            *("| " + " | ".join(row) + " |" for row in rows)]
 
 
 def _cell(text: str) -> str:

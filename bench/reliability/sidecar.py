@@ -25,17 +25,14 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from bench.reliability import bodies  # noqa: E402
-from bench.reliability.cases import DRAINED, Canned, HostileCase, Stdio, Streamed, scripted_cases  # noqa: E402
-from bench.reliability.hostile import OVERRUN_TOLERANCE_S, TRACEBACK, responder  # noqa: E402
-from bench.reliability.meter import CONTROLLER_TIMEOUT_S, timed_get  # noqa: E402
-from emulation.raw_server import RawServer, canned  # noqa: E402
-from modeldrain.sidecar.app import TOKEN_FILE_WAIT_S  # noqa: E402
-from modeldrain.sidecar.cli import SHUTDOWN_TIMEOUT_S  # noqa: E402
-from tests.sidecar.sidecar_process import SidecarProcess  # noqa: E402
+from bench.reliability import bodies
+from bench.reliability.cases import DRAINED, Canned, HostileCase, Stdio, Streamed, scripted_cases
+from bench.reliability.hostile import OVERRUN_TOLERANCE_S, TRACEBACK, responder
+from bench.reliability.meter import CONTROLLER_TIMEOUT_S, timed_get
+from emulation.raw_server import RawServer, canned
+from modeldrain.sidecar.app import TOKEN_FILE_WAIT_S
+from modeldrain.sidecar.cli import SHUTDOWN_TIMEOUT_S
+from tests.sidecar.sidecar_process import SidecarProcess
 
 # The /healthz that goes out while a hostile read runs, this long after the /v1/work.
 HEALTHZ_AFTER_S = 0.05

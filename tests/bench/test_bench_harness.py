@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from bench import report
-from bench.drains.quality import CONSOLE_SCRIPT, SCENARIOS_BY_NAME, Cell, Strategy, run_matrix, seed_for
+from bench.drains.quality import SCENARIOS_BY_NAME, Cell, Strategy, run_matrix, seed_for
+from bench.paths import PRESTOP_CONSOLE_SCRIPT
 from bench.spread import Spread, Verdict, compare_paired
 
 
@@ -28,7 +29,7 @@ def test_wrong_port_runs_the_steady_load_again():
 def test_a_tiny_matrix_runs_and_renders(tmp_path):
     cells = [Cell(Strategy.NO_HOOK, SCENARIOS_BY_NAME["steady short"], 15.0, 0),
              Cell(Strategy.PRESTOP, SCENARIOS_BY_NAME["idle"], 15.0, 0)]
-    no_hook, prestop = run_matrix(cells, jobs=2, prestop=CONSOLE_SCRIPT)
+    no_hook, prestop = run_matrix(cells, jobs=2, prestop=PRESTOP_CONSOLE_SCRIPT)
 
     assert no_hook.error is None and prestop.error is None
     # vLLM aborts on SIGTERM: with no hook, the steady load's requests in flight are cut.

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 from bench import report
 from bench.costs import sidecar as cost_sidecar
-
-CONSOLE_SCRIPT = Path(sys.executable).parent / "drain-sidecar"
+from bench.paths import SIDECAR_CONSOLE_SCRIPT
 
 
 def test_one_start_is_measured_and_rendered():
-    result = cost_sidecar.measure({"console script": CONSOLE_SCRIPT}, runs=1)
+    result = cost_sidecar.measure({"console script": SIDECAR_CONSOLE_SCRIPT}, runs=1)
     runs = result["executables"]["console script"]
     assert runs["failures"] == []
     assert len(runs["listening_s"]) == 1 and 0 < runs["listening_s"][0] <= runs["first_answer_s"][0] < 30

@@ -19,7 +19,7 @@ from bench.drains.deletion import (
     route_lag_s,
     seed_of,
 )
-from bench.drains.quality import CONSOLE_SCRIPT
+from bench.paths import PRESTOP_CONSOLE_SCRIPT
 from bench.pool import run_jobs
 from bench.tables import Judged, killed, verdict
 from emulation.load import SHORT_REQUESTS, UniformDurations
@@ -94,7 +94,7 @@ def test_one_deletion_of_each_family_runs_and_renders():
     ]
     runners = {split_roles.Cell: split_roles.run, leader_worker.Cell: leader_worker.run,
                shutdown_timeout.Cell: shutdown_timeout.run, return_lag.Cell: return_lag.run}
-    split, pair, timeout, lag = run_jobs(cells, lambda c: runners[type(c)](c, CONSOLE_SCRIPT), workers=4)
+    split, pair, timeout, lag = run_jobs(cells, lambda c: runners[type(c)](c, PRESTOP_CONSOLE_SCRIPT), workers=4)
     assert [r["error"] for r in (split, pair, timeout, lag)] == [None] * 4
 
     # A decode server that has served nothing shows no gauges: prestop holds it to G − 20 (the role

@@ -11,9 +11,9 @@ import signal
 import sys
 from pathlib import Path
 
+from bench.paths import PRESTOP_CONSOLE_SCRIPT
 from bench.reliability import bodies, cases
 from bench.reliability.hostile import (
-    CONSOLE_SCRIPT,
     OVERRUN_TOLERANCE_S,
     HostileRun,
     in_groups,
@@ -85,14 +85,14 @@ def test_an_oversized_log_line_and_a_missing_final_line_are_reported(tmp_path):
 
 
 def test_the_real_hook_on_a_busy_engine_waits_to_its_deadline_and_no_later():
-    result = run_on(BUSY_CASE, CONSOLE_SCRIPT)
+    result = run_on(BUSY_CASE, PRESTOP_CONSOLE_SCRIPT)
     assert result.exit_code == 10 and result.outcome == "deadline" and result.problems == []
     assert -0.2 < result.lateness_s <= OVERRUN_TOLERANCE_S
 
 
 def test_spent_descriptors_make_the_real_hooks_connect_fail_with_emfile():
     case = next(c for c in cases.scripted_cases() if c.descriptors_spent)
-    result = run_on(case, CONSOLE_SCRIPT)
+    result = run_on(case, PRESTOP_CONSOLE_SCRIPT)
     # What the case stands for actually happened: the connect failed locally, and the drain waited.
     assert "RLIMIT_NOFILE lowered" in result.detail and "connect_error" in result.detail
     assert "EMFILE" in result.detail and result.exit_code == 10
@@ -166,7 +166,7 @@ def test_the_hostile_leader_answers_are_a_class_of_the_catalogue_and_the_real_ho
         assert needle in names, needle
     chosen = [next(c for c in leader if needle in c.name) for needle in ("v999", "3 in flight", "frozen", "prestop check")]
     for case in chosen:
-        result = run_on(case, CONSOLE_SCRIPT)
+        result = run_on(case, PRESTOP_CONSOLE_SCRIPT)
         # What the hook concludes; how late it returns on a loaded machine is the bench's figure, and
         # the timing bound has its own test above.
         wrong = [p for p in result.problems if not p.startswith("overrun")]
@@ -186,7 +186,7 @@ def test_the_catalogue_holds_issue_25s_classes_each_a_port_only_the_engine_says(
 
 def test_the_real_hook_reads_the_port_a_config_file_says_as_pyyaml_reads_it():
     case = next(c for c in cases.issue_25_cases() if "quoted value spanning lines" in c.name)
-    result = run_on(case, CONSOLE_SCRIPT)
+    result = run_on(case, PRESTOP_CONSOLE_SCRIPT)
     # The engine's port is read busy to the deadline; the port on the quoted line (where nothing listens) is not.
     assert result.exit_code == 10 and result.outcome == "deadline" and not result.said_idle, result.detail
 
@@ -205,7 +205,7 @@ def test_issue_25s_framing_classes_are_in_the_catalogue_and_the_real_hook_holds_
         "a field value of 45,000 spaces", "prestop check, 3 field values", "a busy series after a chunked body's last",
         "prestop check, a busy series after")]
     for case in chosen:
-        result = run_on(case, CONSOLE_SCRIPT)
+        result = run_on(case, PRESTOP_CONSOLE_SCRIPT)
         wrong = [p for p in result.problems if not p.startswith("overrun")]
         assert wrong == [] and not result.said_idle and result.exit_code in case.expected, (case.name, result)
         # The backtracking parse held the hook 30 s past its deadline here (killed); the bench reports
@@ -231,7 +231,7 @@ def test_issue_25s_listener_and_stale_zero_classes_are_in_the_catalogue_and_the_
         "IPv6-only engine on --host ::, busy; another process idle on 127.0.0.1", "two vLLM engines, --port names",
         "two ranks swapping order every read", "control:")]
     for case in chosen:
-        result = run_on(case, CONSOLE_SCRIPT)
+        result = run_on(case, PRESTOP_CONSOLE_SCRIPT)
         wrong = [p for p in result.problems if not p.startswith("overrun")]
         assert wrong == [] and result.exit_code in case.expected, (case.name, result)
         assert result.said_idle == case.idle_is_true, (case.name, result)
