@@ -164,10 +164,13 @@ engines-smoke: venv engines
 # The bench on the real engines, merged into bench/results.json and RESULTS.md beside the emulator's
 # tables: real vLLM deletions with prestop, sleep 5 and no hook (the return lag over 5), then the
 # drain matrix's loads and vLLM's --shutdown-timeout family on real vLLM and SGLang, each cell beside
-# its emulator twin (~1 h on 2 cores: every real deletion starts a fresh engine).
+# its emulator twin, then real vLLM with --api-server-count 2, --data-parallel-size 2 and
+# --enable-server-load-tracking deleted under load and having served nothing, each beside its twin
+# (~1.5 h on 2 cores: every real deletion starts a fresh engine).
 bench-engines: venv engines
 	$(BIN)/python -m bench.engines.deletions --repeats 5 --merge
 	$(BIN)/python -m bench.engines.matrix --merge
+	$(BIN)/python -m bench.engines.configurations --merge
 
 clean:
 	rm -rf $(VENV) build/out dist .pytest_cache .mypy_cache .setuptools-build
