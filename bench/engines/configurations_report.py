@@ -107,6 +107,7 @@ def render(part: dict) -> list[str]:
     rows = part["rows"]
     real_rows = [r for r in rows if r["backend"] == "real"]
     starts = sorted(r["start_s"] for r in real_rows if r.get("start_s"))
+    speeds = sorted(1000 * r["seconds_per_token"] for r in real_rows if r.get("seconds_per_token"))
     low, high = part["durations_s"]
     lines = ["## Real vLLM serving configurations beside the emulator (bench/engines/configurations.py)", "",
              f"`{part['command']}` ({part['engine']}): {len(real_rows)} deletions of real vLLM, a fresh engine "
@@ -118,7 +119,10 @@ def render(part: dict) -> list[str]:
              "delete; never served: deleted as soon as /health answered. The hook sees the engine's process alone, "
              "as in its Pod."
              + (f" Real start-up to /health: {starts[len(starts) // 2]:.0f} s ({starts[0]:.0f}–{starts[-1]:.0f})."
-                if starts else ""), "",
+                if starts else "")
+             + (f" A real engine's requests ask for max_tokens at its speed measured just before its load (8 requests "
+                f"at once): {speeds[0]:.1f}–{speeds[-1]:.1f} ms a token, so they run about as long as asked."
+                if speeds else ""), "",
              "*Requests*: completed/cut/rejected/refused. *Last end*: the last request's end after the delete, s. "
              "*Return*: the hook's return (kubelet's SIGTERM) after the delete, s. *Lag*: return minus last end. "
              "*Hook*: prestop's exit code and outcome.", ""]

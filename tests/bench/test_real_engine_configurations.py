@@ -16,7 +16,8 @@ def row(configuration: str, backend: str, *, idle: bool = False, repeat: int = 0
     out = {"backend": backend, "configuration": configuration, "flags": configuration.split(), "idle": idle,
            "repeat": repeat, "seed": 7 + repeat, "start_s": 50.0 if backend == "real" else None,
            "hook_exit_code": exit_code, "outcome": outcome, "hook_return_s": returned, "engine_exit_code": 0,
-           "sigkill": False, "idle_details": [], "load_average": 3.0}
+           "sigkill": False, "idle_details": [], "load_average": 3.0,
+           "seconds_per_token": 0.0042 if backend == "real" and not idle else None}
     if not idle:
         out.update(completed=12, cut=cut, rejected=0, refused=0, other=0, last_request_done_s=returned - lag,
                    return_lag_s=lag)
@@ -44,6 +45,7 @@ def test_each_real_deletion_is_shown_beside_its_twin_and_the_targets_are_judged(
     assert "5.300, 5.300 s after the delete (exit 0, 0; target ≤ 5.5 s, exit 0): **met**" in text
     assert "6.040 s after the delete (exit 0; target ≤ 6.5 s, exit 0): **met**" in text
     assert "outcome, a SIGKILL on one side): none." in text
+    assert "its speed measured just before its load (8 requests at once): 4.2–4.2 ms a token" in text
     # The merged part is rendered into RESULTS.md, after the emulator's tables.
     results = {"meta": {"command": "python -m bench.run", "finished": "now", "wall_s": 60.0, "nproc": 2,
                         "cpu_model": "cpu", "python": "3.11", "platform": "linux"}, section.PART: part(rows)}
