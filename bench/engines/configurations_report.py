@@ -33,6 +33,10 @@ def _num(value: float | None, digits: int = 2) -> str:
     return DASH if value is None else f"{value:.{digits}f}"
 
 
+def _of(row: dict | None, key: str) -> float | None:
+    return None if row is None else row.get(key)
+
+
 def _requests(row: dict | None) -> str:
     if row is None:
         return DASH
@@ -132,9 +136,9 @@ def render(part: dict) -> list[str]:
     for real in (r for r in real_rows if not r["idle"]):
         twin = twin_of(rows, real)
         loaded.append([f"`{real['configuration']}`", str(real["repeat"] + 1), _requests(real), _requests(twin),
-                       _num(real.get("last_request_done_s")), _num(twin and twin.get("last_request_done_s")),
-                       _num(real["hook_return_s"]), _num(twin and twin["hook_return_s"]),
-                       _num(real.get("return_lag_s")), _num(twin and twin.get("return_lag_s")),
+                       _num(real.get("last_request_done_s")), _num(_of(twin, "last_request_done_s")),
+                       _num(real["hook_return_s"]), _num(_of(twin, "hook_return_s")),
+                       _num(real.get("return_lag_s")), _num(_of(twin, "return_lag_s")),
                        _hook(real), _hook(twin)])
     if loaded:
         lines += ["### Deleted under load", "", *table(header, loaded, "lrllrrrrrrll"), ""]
@@ -142,7 +146,7 @@ def render(part: dict) -> list[str]:
     for real in (r for r in real_rows if r["idle"]):
         twin = twin_of(rows, real)
         idle_rows.append([f"`{real['configuration']}`", str(real["repeat"] + 1), _num(real["hook_return_s"]),
-                          _num(twin and twin["hook_return_s"]), _hook(real), _hook(twin),
+                          _num(_of(twin, "hook_return_s")), _hook(real), _hook(twin),
                           str(real["engine_exit_code"])])
     if idle_rows:
         lines += ["### Deleted having served nothing", "",
