@@ -27,6 +27,15 @@ def tier(prog: str) -> tier_module.Tier:
     return found
 
 
+def vllm_pd_addon(prog: str) -> tier_module.PdAddOn:
+    """The tier's vLLM prefill/decode add-on (mooncake in its vLLM environment), or one line on
+    stderr naming what to make first and exit 2."""
+    found = tier_module.vllm_pd_installed()
+    if isinstance(found, str):
+        _missing(prog, found)
+    return found
+
+
 def pd_addon(prog: str) -> tier_module.PdAddOn:
     """The tier's prefill/decode add-on, or one line on stderr naming what to make first and exit 2."""
     found = tier_module.pd_installed()

@@ -16,15 +16,16 @@ import json
 import os
 import sys
 import time
-from pathlib import Path
 
+from bench.engines import command
+from bench.paths import PRESTOP_CONSOLE_SCRIPT
 from emulation.kubelet import delete_pod
 from emulation.load import LoadGenerator, UniformDurations
 from engines import tier as tier_module
 from engines.servers import completion_body, proc_root_of
 from engines.vllm_pd import VllmPdPair
 
-PRESTOP = str(Path(sys.executable).parent / "prestop")
+PRESTOP = str(PRESTOP_CONSOLE_SCRIPT)
 GRACE_S = 30
 ROUTE_LAG_S = 3.0
 DURATIONS = UniformDurations(4.0, 6.0)
@@ -72,10 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [s for s in strategies if s not in STRATEGIES]
     if unknown or not strategies:
         parser.error(f"--strategies: unknown {', '.join(unknown) or '(none given)'}; choose from {', '.join(STRATEGIES)}")
-    addon = tier_module.vllm_pd_installed()
-    if isinstance(addon, str):
-        print(f"bench.engines.kv_producer: {addon}", file=sys.stderr)
-        return 2
+    addon = command.vllm_pd_addon("python -m bench.engines.kv_producer")
     for strategy in strategies:
         print(json.dumps(one_deletion(addon, strategy)), flush=True)
     return 0

@@ -8,7 +8,7 @@ import pytest
 
 from engines import tier
 
-COMMANDS = ("lifecycle", "configurations", "stream_tail", "split_roles", "deletions", "matrix")
+COMMANDS = ("lifecycle", "configurations", "stream_tail", "split_roles", "kv_producer", "deletions", "matrix")
 
 
 @pytest.mark.parametrize("name", COMMANDS)
