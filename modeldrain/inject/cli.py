@@ -92,9 +92,8 @@ def run_inject(argv: list[str], prog: str = "modeldrain inject", stdin: IO[bytes
     for line in notes:
         print(f"{prog}: {line}", file=sys.stderr)
     if refusals:
-        for line in refusals:
-            print(f"{prog}: {line}", file=sys.stderr)
-        print(f"{prog}: {len(refusals)} workload(s) refused: nothing written", file=sys.stderr)
+        for line in refusals:  # one line each, naming its workload; nothing is written for any
+            print(f"{prog}: {line}: nothing written", file=sys.stderr)
         return ExitCode.NOT_CLEARED
     for index, output in enumerate(outputs):
         if index and not outputs[index - 1].endswith("\n"):
