@@ -17,6 +17,9 @@ from .test_prestop_engines import container_proc
 # Longer than SGLang's /health takes (>= 1 s, emulated): its answer must come by the route wait's end.
 ROUTE_WAIT_S = 2.5
 REQUEST_S = 4.0
+# Handed over at the route wait's end, the requests must still be running then: long enough to
+# outlast the route wait and a slow hook start on a loaded machine (4 s did not, at load 9-12).
+HANDED_OVER_REQUEST_S = 12.0
 # The hook's own start-up and its two /health reads: within 0.5 s of the route wait, plus slack
 # for a loaded machine's process start.
 FOLLOW_SLACK_S = 1.5
@@ -28,7 +31,7 @@ def drain(engine, tmp_path):
 
 def test_an_sglang_whose_sigterm_drains_is_handed_its_drain_at_the_route_waits_end(tmp_path):
     with EngineProcess(launch=LaunchShape.SGLANG_MODULE) as engine:
-        send_requests(engine, 2, duration_s=REQUEST_S)
+        send_requests(engine, 2, duration_s=HANDED_OVER_REQUEST_S)
         run = drain(engine, tmp_path)
         assert engine.stats()["in_flight"] == 2  # returned with work in flight: SGLang's SIGTERM serves it
     assert run.code == 0, run.stderr
