@@ -249,18 +249,24 @@ def main(argv: list[str] | None = None) -> int:
                                                          configuration_jobs),
             "fleet": lambda: run_fleet(results, prestop, args.quick, args.out),
         }
+        not_run: list[str] = []
         for part in PARTS:
             if part not in parts:
                 continue
             _log(f"{part}…")
             meter = CpuMeter()
-            results[part] = runners[part]()
+            try:
+                results[part] = runners[part]()
+            except MissingMeasurement as exc:  # the fleet, when this run's deletions left a pool empty
+                _log(f"{part}: not run: {exc}")
+                not_run.append(part)
+                continue
             results[part]["cpu"] = meter.read().as_dict()
             _log(f"{part}: done in {results[part]['cpu']['wall_s']:.0f} s")
     this_run["wall_s"] = round(time.monotonic() - started, 1)
     this_run["finished"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     if partial and "meta" in results:
-        results["meta"].setdefault("reruns", []).append(dict(this_run, parts=parts))
+        results["meta"].setdefault("reruns", []).append(dict(this_run, parts=[p for p in parts if p not in not_run]))
     else:
         results["meta"] = this_run
     report.write(results, args.json, args.out)
@@ -270,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     if failed:
         _log(f"{len(failed)} of {len(cells)} deletions failed, listed in {args.out} and left out of its tables "
              f"(first: {failed[0]['error'][:120]}); on a busy machine rerun the part with --parts and fewer --jobs")
-    return 1 if failed else 0
+    return 1 if failed or not_run else 0
 
 
 if __name__ == "__main__":

@@ -40,3 +40,21 @@ def test_a_quick_run_without_every_pool_draws_the_matrix_pools_from_the_record()
     assert run.matrix_pools(quick_results, quick=True) == from_results(json.loads(report.DEFAULT_JSON.read_text()))
     with pytest.raises(MissingMeasurement):
         run.matrix_pools(quick_results, quick=False)
+
+
+def test_a_fleet_without_its_pools_is_left_out_and_the_other_parts_are_still_written(tmp_path, monkeypatch, capsys):
+    """A full run on a busy machine lost every configurations deletion (the engines started too late):
+    its fleet part raised MissingMeasurement, a traceback, and the run wrote nothing of its 38 min."""
+    late = {"error": "emulation.engine_process.EngineStartError: emulated engine did not write its ready file"}
+    monkeypatch.setattr(run, "run_drain", lambda *args: {"settings": {"route_lag_range_s": [0.5, 2.0]},
+                                                         "cells": [dict(late)]})
+    monkeypatch.setattr(run, "run_configurations", lambda *args: {"cells": [dict(late)]})
+    written: list[dict] = []
+    monkeypatch.setattr(report, "write", lambda results, json_path, md_path: written.append(results))
+    code = run.main(["--parts", "drain,configurations,fleet", "--json", str(tmp_path / "r.json"),
+                     "--out", str(tmp_path / "r.md")])
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err
+    assert [line for line in err.splitlines() if "fleet: not run: " in line and "python -m bench.run --parts" in line]
+    (results,) = written
+    assert {"drain", "configurations", "meta"} <= set(results) and "fleet" not in results
