@@ -76,7 +76,8 @@ def test_a_draining_vllm_tells_rejected_new_requests_from_failed_running_ones():
     assert summary["failed"] >= 1  # the tail request, cut off by the 1 s timeout
     assert summary["rejected_new"] >= 1  # the router sent for > 1.8 s into the drain
     assert summary["cut"] == 0 and summary["sigkill_at_s"] is None
-    assert summary["engine_exited_at_s"] == pytest.approx(1.5, abs=0.5)  # timeout, then the teardown
+    # the 1 s timeout, then the 0.5 s teardown; a loaded test machine adds up to ~1 s (2.38 s seen at load 4)
+    assert 1.0 <= summary["engine_exited_at_s"] <= 2.5
 
 
 @pytest.mark.slow
@@ -102,7 +103,7 @@ def test_one_deletion_of_each_family_runs_and_renders():
     assert split["hook_exit_reserve_s"] == SPLIT_ROLE_EXIT_RESERVE_S and split["hook_exit_code"] == 10
     # (G − 20 = 10 s, not G − 5 = 25: a second of slack for a loaded machine still tells them apart)
     assert split["sigterm_at_s"] == pytest.approx(10.0, abs=1.0) and split["sigkill_at_s"] is None
-    assert 25.0 < split["engine_exited_at_s"] < 30.0
+    assert 25.0 < split["engine_exited_at_s"] < 30.5  # unkilled (sigkill_at_s None): a loaded exit may end at G
     # The worker following its leader is stopped after the leader's last request, none still running.
     assert pair["worker_sigterm_after_last_request_s"] > 0 and pair["leader_in_flight_at_worker_sigterm"] == 0
     assert pair["worker_hook_outcome"] in ("idle", "leader_gone") and pair["cut"] == 0

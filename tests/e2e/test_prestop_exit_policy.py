@@ -33,7 +33,9 @@ def test_an_sglang_whose_sigterm_drains_is_handed_its_drain_at_the_route_waits_e
     with EngineProcess(launch=LaunchShape.SGLANG_MODULE) as engine:
         send_requests(engine, 2, duration_s=HANDED_OVER_REQUEST_S)
         run = drain(engine, tmp_path)
-        assert engine.stats()["in_flight"] == 2  # returned with work in flight: SGLang's SIGTERM serves it
+        in_flight = engine.stats()["in_flight"]
+        # returned with work in flight: SGLang's SIGTERM serves it
+        assert in_flight == 2, f"{in_flight} in flight when the hook returned: {run.stderr[-2000:]}"
     assert run.code == 0, run.stderr
     started = run.event("drain_started")
     assert started["exit_policy"] == "follow_engine_drain" and "SGL_FORCE_SHUTDOWN unset" in started["exit_policy_reason"]
