@@ -14,7 +14,7 @@ import pytest
 
 from emulation.kubelet import delete_pod
 from emulation.load import LoadGenerator, UniformDurations
-from engines.servers import RealEngine, completion_body, proc_root_of
+from engines.servers import RealEngine, completion_body, measure_seconds_per_token, proc_root_of
 from modeldrain.hook.engine import SGLANG_FORCE_SHUTDOWN_ENV
 from tests.e2e.prestop_run import PRESTOP
 
@@ -46,7 +46,7 @@ def hook_argv(engine, *extra: str) -> list[str]:
 
 def delete_under_load(engine):
     load = LoadGenerator(engine.base_url, concurrency=CONCURRENCY, durations=DURATIONS, seed=7,
-                         request_body=completion_body(engine.kind)).start()
+                         request_body=completion_body(engine.kind, seconds_per_token=measure_seconds_per_token(engine))).start()
     time.sleep(WARM_LOAD_S)
     return delete_pod(engine.process, hook_argv(engine), GRACE_S, load=load, route_drop_after_s=ROUTE_LAG_S)
 
