@@ -80,6 +80,6 @@ def test_a_shortened_grace_abandons_the_hook_at_that_grace():
         time.sleep(1.0)
         report = delete_pod(engine, hook_argv(30, engine.port), 10, load=load, route_drop_after_s=0.5)
     assert report.hook_abandoned and report.hook_returned_at is None
-    assert 10.0 <= report.sigterm_at <= 10.5
+    assert 10.0 <= report.sigterm_at <= 11.0  # at the shortened grace, well before the hook's 25 s
     assert report.cut == 1  # the running request: it would have been cut at G - 5 = 25 s anyway
     assert report.engine_exited_at <= 12.5  # vLLM exits ~2 s after SIGTERM, inside the extension

@@ -60,7 +60,9 @@ def test_refused_ends_at_once_after_the_route_wait():
     run = run_prestop(*FAST, "--port", str(free_port()), "--engine", "vllm")
     assert run.code == 11
     assert run.finished["outcome"] == "unmeasurable" and "refused" in run.finished["reason"]
-    assert 1.0 <= run.finished["elapsed_s"] <= 1.5
+    # "At once": after the 1 s route wait, not at the 3 s deadline. The margin is what a loaded
+    # 2-core CI worker adds to a refused connect (1.506 s measured there).
+    assert 1.0 <= run.finished["elapsed_s"] <= FAST_DEADLINE_S - 0.5
 
 
 @pytest.mark.parametrize("mode", ["http500", "redirect"])
