@@ -14,6 +14,7 @@ from modeldrain.hook.constants import (
     EXIT_RESERVE_S,
     IDLE_CONFIRM_GAP_S,
     IDLE_READS_REQUIRED,
+    LOAD_BUSY_POLL_INTERVAL_S,
     LOAD_COUNTED_CONFIRM_GAP_S,
     SPLIT_ROLE_EXIT_RESERVE_S,
 )
@@ -159,9 +160,12 @@ def next_step(plan: DrainPlan, state: DrainState, now: float, *, following_leade
     """When to read next, or that the deadline comes first.
 
     After the route wait: every `busy_interval_s` while work is in flight (the first idle read
-    follows the last request soon), the confirming read IDLE_CONFIRM_GAP_S after the first idle
-    one (LOAD_COUNTED_CONFIRM_GAP_S where that read's zero includes vLLM's only API server's
-    /load, which counts every request from its arrival), and every `interval_s` otherwise (an engine that answers badly is not hurried).
+    follows the last request soon), LOAD_BUSY_POLL_INTERVAL_S after a busy read that was vLLM's
+    /load alone (its count is cheap to ask: hook.reader), the confirming read IDLE_CONFIRM_GAP_S
+    after the first idle one (LOAD_COUNTED_CONFIRM_GAP_S where that read's zero includes vLLM's
+    only API server's /load, which counts every request from its arrival), and every `interval_s`
+    otherwise (an engine that answers badly is not hurried). Busy reads never come so often that
+    they take more than BUSY_READ_ENGINE_SHARE of the engine's time, by their own duration.
     """
     last = state.last_read
     if last is None:
@@ -170,6 +174,10 @@ def next_step(plan: DrainPlan, state: DrainState, now: float, *, following_leade
         due_at = max(last.started_at + plan.busy_interval_s, state.first_idle_at + LOAD_COUNTED_CONFIRM_GAP_S)
     elif state.idle_streak > 0 and state.first_idle_at is not None:
         due_at = max(last.started_at + plan.interval_s, state.first_idle_at + IDLE_CONFIRM_GAP_S)
+    elif last.outcome is ReadOutcome.BUSY and last.counted_from_arrival:
+        due_at = last.started_at + busy_spacing_s(
+            last.duration_s, busy_interval_s=min(plan.busy_interval_s, LOAD_BUSY_POLL_INTERVAL_S),
+            interval_s=plan.interval_s)
     elif last.outcome is ReadOutcome.BUSY:
         due_at = last.started_at + busy_spacing_s(last.duration_s, busy_interval_s=plan.busy_interval_s,
                                                   interval_s=plan.interval_s)

@@ -164,7 +164,7 @@ def run_drain(config: DrainConfig, started_at: float, log: EventLog, *,
             known = _recall_leader(config, plan, clock, log)
             read = LeaderReader(config.leader, known).read
         else:
-            read = EngineReader(rc, lambda message: log.warning("config_warning", message=message)).read
+            read = EngineReader(rc, lambda message: log.warning("config_warning", message=message), load_first=True).read
     if choice is None:
         health_wait_s = max(0.0, plan.first_read_at - clock.now())
         pending = _HealthInBackground(health or health_reader(config, min(constants.HEALTH_READ_TIMEOUT_S,

@@ -87,8 +87,9 @@ class Read:
     # A worker's read of its leader made from a well-formed /v1/work answer (hook.leader): the
     # leader has answered, so a later refusal means it is gone, not that it was never there.
     leader_answered: bool = False
-    # An idle read whose zero includes GET /load's from vLLM's only API server: every request is
-    # counted there from its arrival, so its confirming read may come sooner (hook.decision).
+    # A read whose count includes GET /load's from vLLM's only API server, which counts every
+    # request from its arrival: idle, its confirming read may come sooner; busy from /load alone,
+    # the next read too (hook.decision).
     counted_from_arrival: bool = False
 
     @property

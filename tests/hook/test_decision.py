@@ -1,5 +1,7 @@
 """The drain rules with an injected clock: when to read, when to stop, and why."""
 
+from dataclasses import replace
+
 import pytest
 
 from modeldrain.hook.decision import (
@@ -131,6 +133,22 @@ def test_a_zero_that_load_counted_from_arrival_is_confirmed_at_the_busy_spacing(
     # Never sooner than the busy spacing, nor than the confirming gap where reads are slower.
     s, _ = after_read(DrainState(), counted)
     assert next_step(plan(busy_interval_s=1.0), s, now=T0 + 5.26).at == T0 + 6.25
+
+
+def test_a_busy_read_from_load_alone_is_followed_sooner_but_within_the_engines_share():
+    """/load costs the API server a fraction of a scrape: after a busy read that was /load alone the
+    next comes LOAD_BUSY_POLL_INTERVAL_S later, unless that read took long (the share rule)."""
+    p = plan(busy_interval_s=0.25)
+    counted = Read(ReadOutcome.BUSY, started_at=T0 + 5.0, duration_s=0.003, in_flight=2, counted_from_arrival=True)
+    s, _ = after_read(DrainState(), counted)
+    assert next_step(p, s, now=T0 + 5.01).at == pytest.approx(T0 + 5.1)
+    slow, _ = after_read(DrainState(), replace(counted, duration_s=0.02))  # 5 % of the engine: 0.4 s
+    assert next_step(p, slow, now=T0 + 5.03).at == pytest.approx(T0 + 5.4)
+    # A busy scrape keeps the busy spacing; a --busy-interval shorter than 0.1 s holds for /load too.
+    s, _ = after_read(DrainState(), read(ReadOutcome.BUSY, T0 + 5.0, 2, duration_s=0.003))
+    assert next_step(p, s, now=T0 + 5.01).at == T0 + 5.25
+    s, _ = after_read(DrainState(), counted)
+    assert next_step(plan(busy_interval_s=0.05), s, now=T0 + 5.01).at == pytest.approx(T0 + 5.06)
 
 
 def test_an_engine_answering_badly_is_not_hurried():

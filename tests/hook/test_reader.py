@@ -345,6 +345,76 @@ def test_a_busy_read_does_not_ask_load(serve):
     assert not any(req.startswith(b"GET /load ") for req in server.requests)
 
 
+def changing(serve, answers: dict[str, bytes | None]):
+    """A server answering /load and /metrics with what `answers` holds at the time of each request
+    (a /load of None: HTTP 404), and the paths it was asked, in order."""
+    asked: list[str] = []
+
+    def respond(conn):
+        path = serve.servers[-1].requests[-1].split(b" ")[1].decode()
+        asked.append(path)
+        if path == "/load":
+            body = answers["/load"]
+            conn.sendall(http_response(body, content_type="application/json") if body is not None
+                         else http_response(b"not found", "404 Not Found"))
+        else:
+            conn.sendall(http_response(answers["/metrics"]))
+    return serve(respond), asked
+
+
+def drain_reader(target, hint=TRACKED, load_first=True):
+    config = ReadConfig(target=target, hint=hint, read_timeout_s=1.0, max_body_bytes=1 << 20)
+    return EngineReader(config, load_first=load_first)
+
+
+def test_the_drains_reader_asks_load_alone_after_a_busy_read(serve):
+    answers = {"/metrics": BUSY, "/load": b'{"server_load": 5}'}
+    target, asked = changing(serve, answers)
+    reader = drain_reader(target)
+    first = reader.read(1.0)
+    assert first.outcome is ReadOutcome.BUSY and not first.counted_from_arrival and asked == ["/metrics"]
+    second = reader.read(1.0)
+    assert second.outcome is ReadOutcome.BUSY and second.in_flight == 5 and second.counted_from_arrival
+    assert "/load counts 5" in second.detail and second.http_status == 200 and asked == ["/metrics", "/load"]
+    # /load at 0: no answer alone; the full read follows, and its zero is confirmed by /load again.
+    answers.update({"/metrics": IDLE, "/load": b'{"server_load": 0}'})
+    third = reader.read(1.0)
+    assert third.outcome is ReadOutcome.IDLE and third.counted_from_arrival, third.detail
+    assert asked[2:] == ["/load", "/metrics", "/load"]
+    # After an idle read the next one is a full read again (the confirming read).
+    reader.read(1.0)
+    assert asked[5:] == ["/metrics", "/load"]
+
+
+@pytest.mark.parametrize("load", [b'{"server_load": 0}', None, b"<html>"], ids=["zero", "404", "not-json"])
+def test_a_load_that_says_no_work_or_nothing_is_no_answer_alone_the_gauges_still_are(serve, load):
+    answers = {"/metrics": BUSY, "/load": b'{"server_load": 2}'}
+    target, asked = changing(serve, answers)
+    reader = drain_reader(target)
+    reader.read(1.0)
+    answers["/load"] = load
+    r = reader.read(1.0)
+    # The gauges still count 3: busy by them, whatever /load said (a 0 there is an aborted request
+    # still in the engine core, or a count not kept).
+    assert r.outcome is ReadOutcome.BUSY and r.in_flight == 3 and not r.counted_from_arrival
+    assert asked == ["/metrics", "/load", "/metrics"]
+
+
+@pytest.mark.parametrize("hint, load_first", [
+    (TRACKED, False),  # the sidecar's and `prestop check`'s reader: every read shows the gauges
+    (replace(TRACKED, api_servers=2), True),  # one process's count: a 0 is no word on the other
+    (EngineHint(kind=EngineKind.VLLM, source="cmdline"), True),  # without the flag /load counts nothing
+    (replace(TRACKED, kv_producer="kv_role=kv_producer, NixlConnector"), True),  # held 480 s anyway
+], ids=["not-the-drain", "two-api-servers", "no-flag", "kv-producer"])
+def test_load_is_asked_alone_only_where_it_counts_every_request_and_only_by_the_drain(serve, hint, load_first):
+    target, asked = changing(serve, {"/metrics": BUSY, "/load": b'{"server_load": 5}'})
+    reader = drain_reader(target, hint=hint, load_first=load_first)
+    reader.read(1.0)
+    r = reader.read(1.0)
+    assert r.outcome is ReadOutcome.BUSY and r.in_flight == 3 and not r.counted_from_arrival
+    assert asked == ["/metrics", "/metrics"]
+
+
 @pytest.mark.parametrize("respond", [canned(http_response(IDLE)),
                                      canned(http_response(b"", status="404 Not Found"))], ids=["idle", "http-error"])
 def test_at_a_port_that_is_a_guess_an_idle_or_failed_answer_is_not_the_engines(serve, respond):
