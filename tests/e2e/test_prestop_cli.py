@@ -248,10 +248,15 @@ def test_from_the_moment_it_catches_the_signal_a_stop_ends_with_a_final_line():
         assert time.monotonic() < deadline_at and hook.poll() is None
         time.sleep(0.0005)
     hook.send_signal(signal.SIGTERM)
+    sent_at = time.monotonic()
     out, err = hook.communicate(timeout=10)
+    ended_after_s = time.monotonic() - sent_at
     assert hook.returncode == 143, err
     finished = json.loads(out.splitlines()[-1])
-    assert finished["outcome"] == "terminated" and finished["elapsed_s"] < 1.0
+    assert finished["outcome"] == "terminated"
+    # At once, not after the route wait's reads or at the 25 s deadline: the bound is what a loaded
+    # 2-core worker adds (the interpreter's start-up alone has taken 1.7 s there).
+    assert ended_after_s < 3.0, ended_after_s
     # Counted from the exec, as /proc records it: the interpreter's start-up is in it.
     assert finished["elapsed_s"] > 0.0
 
