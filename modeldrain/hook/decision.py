@@ -174,12 +174,10 @@ def next_step(plan: DrainPlan, state: DrainState, now: float, *, following_leade
         due_at = max(last.started_at + plan.busy_interval_s, state.first_idle_at + LOAD_COUNTED_CONFIRM_GAP_S)
     elif state.idle_streak > 0 and state.first_idle_at is not None:
         due_at = max(last.started_at + plan.interval_s, state.first_idle_at + IDLE_CONFIRM_GAP_S)
-    elif last.outcome is ReadOutcome.BUSY and last.counted_from_arrival:
-        due_at = last.started_at + busy_spacing_s(
-            last.duration_s, busy_interval_s=min(plan.busy_interval_s, LOAD_BUSY_POLL_INTERVAL_S),
-            interval_s=plan.interval_s)
     elif last.outcome is ReadOutcome.BUSY:
-        due_at = last.started_at + busy_spacing_s(last.duration_s, busy_interval_s=plan.busy_interval_s,
+        busy_interval_s = (min(plan.busy_interval_s, LOAD_BUSY_POLL_INTERVAL_S) if last.counted_from_arrival
+                           else plan.busy_interval_s)
+        due_at = last.started_at + busy_spacing_s(last.duration_s, busy_interval_s=busy_interval_s,
                                                   interval_s=plan.interval_s)
     else:
         due_at = last.started_at + plan.interval_s
