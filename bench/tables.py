@@ -29,6 +29,11 @@ def count(values: list[float]) -> str:
     return f"{spread.median:.{digits}f} ({spread.low:.0f}{DASH}{spread.high:.0f})"
 
 
+def number(value: float | None, digits: int = 1) -> str:
+    """One figure to `digits` places, or a dash where there is none."""
+    return DASH if value is None else f"{value:.{digits}f}"
+
+
 def seconds(values: list[float], digits: int = 1) -> str:
     return Spread.of(values).text(digits) if values else DASH
 

@@ -9,11 +9,10 @@ from __future__ import annotations
 import statistics
 from typing import Sequence
 
-from bench.tables import table
+from bench.tables import DASH, number, table
 
 PART = "real_engine_configurations"  # its key in bench/results.json
 
-DASH = "–"
 LOAD_FLAG = "--enable-server-load-tracking"
 API_SERVERS = "--api-server-count 2"
 # Issue 26's targets on the real engine: with /load, the median from the last request's end to the
@@ -27,10 +26,6 @@ LOST_KEYS = ("cut", "rejected", "refused", "other")
 
 def lost(row: dict) -> int:
     return sum(int(row.get(k) or 0) for k in LOST_KEYS)
-
-
-def _num(value: float | None, digits: int = 2) -> str:
-    return DASH if value is None else f"{value:.{digits}f}"
 
 
 def _of(row: dict | None, key: str) -> float | None:
@@ -74,7 +69,7 @@ def targets(rows: Sequence[dict]) -> list[str]:
         met = lag <= LOAD_LAG_TARGET_S and whole
         out.append(f"`{LOAD_FLAG}` under load: the last request's end to the hook's return, median "
                    f"**{lag:.3f} s** over {len(loaded)} deletions ("
-                   + ", ".join(_num(r.get("return_lag_s"), 3) for r in loaded)
+                   + ", ".join(number(r.get("return_lag_s"), 3) for r in loaded)
                    + f"; target ≤ {LOAD_LAG_TARGET_S:g} s, nothing cut): " + ("**met**" if met else "**not met**"))
     for configuration, target in ((LOAD_FLAG, LOAD_IDLE_TARGET_S), (API_SERVERS, API_SERVERS_IDLE_TARGET_S)):
         idle = _real(rows, configuration, idle=True)
@@ -136,17 +131,17 @@ def render(part: dict) -> list[str]:
     for real in (r for r in real_rows if not r["idle"]):
         twin = twin_of(rows, real)
         loaded.append([f"`{real['configuration']}`", str(real["repeat"] + 1), _requests(real), _requests(twin),
-                       _num(real.get("last_request_done_s")), _num(_of(twin, "last_request_done_s")),
-                       _num(real["hook_return_s"]), _num(_of(twin, "hook_return_s")),
-                       _num(real.get("return_lag_s")), _num(_of(twin, "return_lag_s")),
+                       number(real.get("last_request_done_s"), 2), number(_of(twin, "last_request_done_s"), 2),
+                       number(real["hook_return_s"], 2), number(_of(twin, "hook_return_s"), 2),
+                       number(real.get("return_lag_s"), 2), number(_of(twin, "return_lag_s"), 2),
                        _hook(real), _hook(twin)])
     if loaded:
         lines += ["### Deleted under load", "", *table(header, loaded, "lrllrrrrrrll"), ""]
     idle_rows = []
     for real in (r for r in real_rows if r["idle"]):
         twin = twin_of(rows, real)
-        idle_rows.append([f"`{real['configuration']}`", str(real["repeat"] + 1), _num(real["hook_return_s"]),
-                          _num(_of(twin, "hook_return_s")), _hook(real), _hook(twin),
+        idle_rows.append([f"`{real['configuration']}`", str(real["repeat"] + 1), number(real["hook_return_s"], 2),
+                          number(_of(twin, "hook_return_s"), 2), _hook(real), _hook(twin),
                           str(real["engine_exit_code"])])
     if idle_rows:
         lines += ["### Deleted having served nothing", "",

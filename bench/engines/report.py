@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from bench.tables import DASH, MIN_SECONDS_DIFFERENCE, table
+from bench.tables import DASH, MIN_SECONDS_DIFFERENCE, number, table
 from modeldrain.hook.constants import ROUTE_WAIT_S
 
 PART = "real_engine_matrix"  # the real-engine matrix's key in bench/results.json
@@ -37,12 +37,8 @@ def _find(cells: Sequence[dict], **key: object) -> list[dict]:
     return [c for c in cells if all(c.get(k) == v for k, v in key.items())]
 
 
-def _num(value: float | None, digits: int = 1) -> str:
-    return DASH if value is None else f"{value:.{digits}f}"
-
-
 def _pair(real: dict | None, twin: dict | None, key: str, digits: int = 1) -> tuple[str, str]:
-    return (_num(real.get(key), digits) if real else DASH), (_num(twin.get(key), digits) if twin else DASH)
+    return (number(real.get(key), digits) if real else DASH), (number(twin.get(key), digits) if twin else DASH)
 
 
 def _counts(cell: dict | None) -> str:
