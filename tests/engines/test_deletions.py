@@ -55,8 +55,9 @@ def describe(report) -> str:
     return f"{report.load.summary()}; hook exit {report.hook_exit_code}, stderr:\n{report.hook_stderr[-3000:]}"
 
 
-def test_a_real_vllm_deleted_under_load_cuts_nothing_and_the_hook_returns_soon_after_the_last_request(vllm):
-    report = delete_under_load(vllm)
+def assert_returned_soon_after_the_last_request(report) -> float:
+    """A vLLM deleted under load: nothing cut, the hook back soon after the last request ended (not
+    at the route wait, not at the deadline), no SIGKILL. Returns when the last request ended."""
     assert report.hook_exit_code == 0 and not report.hook_abandoned, describe(report)
     assert report.cut == 0 and report.rejected == 0 and report.refused == 0 and report.load.other == 0, describe(report)
     assert report.completed >= CONCURRENCY, describe(report)
@@ -64,6 +65,11 @@ def test_a_real_vllm_deleted_under_load_cuts_nothing_and_the_hook_returns_soon_a
     assert last_done > ROUTE_WAIT_S, f"the load ended before the first read: nothing measured; {describe(report)}"
     assert last_done <= report.sigterm_at <= last_done + RETURN_AFTER_LAST_REQUEST_MAX_S, describe(report)
     assert report.sigkill_at is None, describe(report)
+    return last_done
+
+
+def test_a_real_vllm_deleted_under_load_cuts_nothing_and_the_hook_returns_soon_after_the_last_request(vllm):
+    assert_returned_soon_after_the_last_request(delete_under_load(vllm))
 
 
 def hook_events(report) -> list[dict]:

@@ -23,21 +23,17 @@ import pytest
 from emulation.kubelet import delete_pod
 from emulation.load import LoadGenerator, UniformDurations
 from engines import tier as tier_module
-from engines.servers import completion_body, proc_root_of
+from engines.servers import completion_body
 from engines.vllm_pd import VllmPdPair
 from modeldrain.hook.constants import EXIT_RESERVE_S
-from tests.e2e.prestop_run import PRESTOP
+from tests.engines.test_deletions import CONCURRENCY, GRACE_S, ROUTE_LAG_S, WARM_LOAD_S, hook_argv, hook_events
 from tests.environment import unavailable
 
 pytestmark = pytest.mark.engines
 
-GRACE_S = 30
-ROUTE_LAG_S = 3.0
-# Requests of a few seconds, eight at a time: the producer has prefilled and parked some of them
-# at the delete and gets new ones until the route drop.
+# Requests of a few seconds, eight at a time (CONCURRENCY): the producer has prefilled and parked
+# some of them at the delete and gets new ones until the route drop.
 DURATIONS = UniformDurations(4.0, 6.0)
-CONCURRENCY = 8
-WARM_LOAD_S = 3.0
 # The hook returns at its deadline, G less the exit reserve; slack for a loaded machine's process start.
 DEADLINE_SLACK_S = 2.0
 
@@ -57,11 +53,9 @@ def test_a_real_vllm_kv_producer_deleted_under_load_is_held_and_every_pull_succe
     load = LoadGenerator(pair.proxy.base_url, concurrency=CONCURRENCY, durations=DURATIONS, seed=11,
                          request_body=completion_body("vllm")).start()
     time.sleep(WARM_LOAD_S)
-    hook = [PRESTOP, "--grace", str(GRACE_S), "--port", str(producer.port), "--proc-root", proc_root_of(producer),
-            "--quiet"]
-    report = delete_pod(producer.process, hook, GRACE_S, load=load, route_drop_after_s=ROUTE_LAG_S)
+    report = delete_pod(producer.process, hook_argv(producer), GRACE_S, load=load, route_drop_after_s=ROUTE_LAG_S)
     kv = pair.decode_kv_tokens()
-    events = [json.loads(line) for line in report.hook_stderr.splitlines() if line.startswith("{")]
+    events = hook_events(report)
     last_done = report.relative(report.load.last_finished_at)
     # The figures docs/engines.md quotes (pytest -s shows them).
     print(json.dumps({"load": report.load.summary(), "last_request_done_s": last_done,
